@@ -1,0 +1,264 @@
+"""Settings, the LM Studio chat model, and the MCP tools the agent works with.
+
+Everything heavy (langchain, the MCP SDK) is imported inside the functions that need it, so
+`fsagent --help` and the first prompt do not pay for what they do not use.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import sys
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager, nullcontext
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from langchain_core.tools import BaseTool
+    from langchain_openai import ChatOpenAI
+
+PROJECT_DIR = Path(__file__).resolve().parent
+DEFAULT_BASE_URL = "http://localhost:1234/v1"
+
+WRITE_TOOLS: frozenset[str] = frozenset(
+    {"write_file", "patch_file", "make_dir", "touch", "copy", "move", "delete"}
+)
+ALLOWED_TOOLS: frozenset[str] = frozenset(
+    {
+        "list_allowed_roots",
+        "list_directory",
+        "list_directory_with_sizes",
+        "directory_tree",
+        "read_file",
+        "read_multiple_files",
+        "get_file_info",
+        "file_hash",
+        "search_files",
+        "grep",
+        "diff_files",
+    }
+)
+
+# Each group is an agent node (`agent_<group>`) bound to these tools. `general` gets every tool.
+# Groups only narrow what the model is offered; approval is decided by tool name, never by group.
+TOOL_GROUPS: dict[str, frozenset[str] | None] = {
+    "filesystem": frozenset(
+        {
+            "list_allowed_roots",
+            "list_directory",
+            "list_directory_with_sizes",
+            "directory_tree",
+            "read_file",
+            "read_multiple_files",
+            "get_file_info",
+            "file_hash",
+            "diff_files",
+        }
+    )
+    | WRITE_TOOLS,
+    "search": frozenset(
+        {
+            "list_allowed_roots",
+            "list_directory",
+            "directory_tree",
+            "search_files",
+            "grep",
+            "read_file",
+            "get_file_info",
+        }
+    ),
+    "general": None,  # None means every loaded tool
+}
+ROUTES: tuple[str, ...] = tuple(TOOL_GROUPS)
+
+
+class StartupError(Exception):
+    """Something stops fsagent from starting; the message is the one line the person sees."""
+
+
+@dataclass
+class Settings:
+    base_url: str = DEFAULT_BASE_URL
+    model: str | None = None
+    roots: list[Path] = field(default_factory=lambda: [Path.cwd()])
+    db: Path = field(default_factory=lambda: Path.cwd() / "threads.db")
+    thread: str = "default"
+    verbose: bool = False
+    read_only: bool = False
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(
+        prog="fsagent",
+        description="A terminal agent for a local LLM that changes files only with your consent.",
+        epilog="Exit codes: 0 finished; 1 error during the run; 2 cannot start "
+        "(bad flags, LM Studio unreachable, bad database); 3 stopped with an approval pending.",
+    )
+    parser.add_argument(
+        "--base-url",
+        default=os.environ.get("FSAGENT_BASE_URL", DEFAULT_BASE_URL),
+        help="LM Studio's OpenAI-compatible server (env FSAGENT_BASE_URL; default %(default)s)",
+    )
+    parser.add_argument(
+        "--model",
+        default=os.environ.get("FSAGENT_MODEL"),
+        help="model name (env FSAGENT_MODEL; default: the first model the server lists)",
+    )
+    parser.add_argument(
+        "--root",
+        action="append",
+        type=Path,
+        metavar="DIR",
+        help="a folder the agent may use (repeatable; default: the current folder)",
+    )
+    parser.add_argument(
+        "--db",
+        type=Path,
+        default=Path(os.environ.get("FSAGENT_DB", "threads.db")),
+        help="the SQLite file that keeps threads (env FSAGENT_DB; default ./threads.db)",
+    )
+    parser.add_argument(
+        "--thread", default="default", help="conversation name (default %(default)s)"
+    )
+    parser.add_argument(
+        "--read-only",
+        action="store_true",
+        help="offer the model no write tool at all (the server registers none)",
+    )
+    parser.add_argument("--verbose", action="store_true", help="show tracebacks and server logs")
+    return parser
+
+
+def settings_from_args(args: argparse.Namespace) -> Settings:
+    return Settings(
+        base_url=args.base_url.rstrip("/"),
+        model=args.model,
+        roots=[Path(r).expanduser() for r in (args.root or [Path.cwd()])],
+        db=Path(args.db).expanduser(),
+        thread=args.thread,
+        verbose=args.verbose,
+        read_only=args.read_only,
+    )
+
+
+def check_roots(roots: list[Path]) -> list[Path]:
+    """Resolve roots up front so a typo is a clear start-up error, not a server crash."""
+    resolved = []
+    for root in roots:
+        if not root.is_dir():
+            raise StartupError(
+                f"--root {root}: no such folder; pass an existing folder the agent may use"
+            )
+        resolved.append(root.resolve())
+    return resolved
+
+
+# --- the model -------------------------------------------------------------------------------
+
+
+def unreachable_message(base_url: str) -> str:
+    return (
+        f"cannot reach LM Studio at {base_url}: start LM Studio's local server "
+        "(Developer tab > Start Server) or pass --base-url"
+    )
+
+
+async def first_listed_model(base_url: str) -> str:
+    """Ask the server which models it serves; LM Studio lists the loaded ones first."""
+    import httpx
+
+    try:
+        async with httpx.AsyncClient(timeout=5.0) as client:
+            response = await client.get(f"{base_url}/models")
+            response.raise_for_status()
+            models = response.json().get("data") or []
+    except (httpx.HTTPError, ValueError) as error:
+        raise StartupError(unreachable_message(base_url)) from error
+    if not models:
+        raise StartupError(
+            f"LM Studio at {base_url} lists no model: load one in LM Studio or pass --model"
+        )
+    return str(models[0]["id"])
+
+
+def make_chat_model(base_url: str, model: str) -> ChatOpenAI:
+    from langchain_openai import ChatOpenAI
+
+    return ChatOpenAI(
+        base_url=base_url,
+        api_key="lm-studio",  # LM Studio ignores the key, the client insists on one
+        model=model,
+        streaming=True,
+        temperature=0,
+        max_retries=0,  # a local server that is down stays down; say so at once
+        timeout=600,
+    )
+
+
+# --- the tools -------------------------------------------------------------------------------
+
+
+def server_command(roots: list[Path], read_only: bool) -> tuple[str, list[str], dict[str, str]]:
+    args = ["-m", "mcp_servers.filesystem"]
+    if read_only:
+        args.append("--read-only")
+    args += [str(root) for root in roots]
+    env = dict(os.environ)
+    env["PYTHONPATH"] = os.pathsep.join(filter(None, [str(PROJECT_DIR), env.get("PYTHONPATH")]))
+    return sys.executable, args, env
+
+
+@asynccontextmanager
+async def open_tools(
+    roots: list[Path], *, read_only: bool = False, verbose: bool = False
+) -> AsyncIterator[list[BaseTool]]:
+    """Start our MCP server once and keep its one session open while the agent runs.
+
+    `MultiServerMCPClient.get_tools()` would start a new server process for every call; a
+    session held here makes a tool call one round trip on an open pipe.
+    """
+    from langchain_mcp_adapters.tools import load_mcp_tools
+    from mcp import ClientSession, StdioServerParameters
+    from mcp.client.stdio import stdio_client
+
+    command, args, env = server_command(roots, read_only)
+    params = StdioServerParameters(command=command, args=args, env=env, cwd=str(roots[0]))
+    # The server logs to stderr; the person sees it only with --verbose.
+    # Opening /dev/null does not block, whatever ASYNC230 fears.
+    with nullcontext(sys.stderr) if verbose else open(os.devnull, "w") as errlog:  # noqa: ASYNC230
+        async with stdio_client(params, errlog=errlog) as (read, write):
+            async with ClientSession(read, write) as session:
+                await session.initialize()
+                yield await load_mcp_tools(session)
+
+
+def tools_for_group(tools: list[BaseTool], group: str) -> list[BaseTool]:
+    names = TOOL_GROUPS[group]
+    return [tool for tool in tools if names is None or tool.name in names]
+
+
+def build_read_only_agent(
+    model: ChatOpenAI, tools: list[BaseTool], checkpointer: Any, state_schema: Any
+) -> Any:
+    """The prebuilt ReAct agent over read tools only: nothing in it can change a file."""
+    from langgraph.prebuilt import create_react_agent
+
+    read_tools = [tool for tool in tools if tool.name in ALLOWED_TOOLS]
+    return create_react_agent(
+        model,
+        read_tools,
+        prompt=SYSTEM_PROMPT,
+        checkpointer=checkpointer,
+        state_schema=state_schema,
+    )
+
+
+SYSTEM_PROMPT = (
+    "You are fsagent, a careful assistant that works on the person's files only through the "
+    "tools you are given. Paths are relative to the first allowed folder unless absolute. "
+    "Read before you change. Every change to a file is shown to the person, who approves, "
+    "edits or rejects it: if a call is rejected, do not retry it; ask what they want instead. "
+    "Answer briefly."
+)

@@ -1,0 +1,403 @@
+"""The approval graph (router, agent_<group>, after_agent, approve, tools), its checkpointer,
+and the `fsagent` command line.
+
+    router ─► agent_<route> ─► after_agent ─┬─► END           (no tool calls)
+                                             ├─► tools         (read calls only)
+                                             └─► approve       (any write call)
+    approve ── interrupt(payload) ── Command(goto="tools" | "agent_<route>")
+    tools ─► agent_<route>
+"""
+
+from __future__ import annotations
+
+import asyncio
+import sys
+from collections.abc import AsyncIterator, Sequence
+from contextlib import asynccontextmanager
+from pathlib import Path
+from typing import TYPE_CHECKING, Annotated, Any, TypedDict
+
+# State schemas are read at run time by LangGraph, so their types must be importable here.
+from langchain_core.messages import AIMessage, AnyMessage
+from langgraph.channels.delta import DeltaChannel
+from langgraph.managed import RemainingSteps
+
+from agent import (
+    ROUTES,
+    SYSTEM_PROMPT,
+    WRITE_TOOLS,
+    StartupError,
+    tools_for_group,
+)
+
+if TYPE_CHECKING:
+    from langchain_core.tools import BaseTool
+    from langchain_openai import ChatOpenAI
+    from langgraph.checkpoint.sqlite.aio import AsyncSqliteSaver
+
+# One request may take this many model calls before the turn is stopped for the person.
+MAX_MODEL_CALLS_PER_TURN = 25
+
+ROUTER_PROMPT = (
+    "Sort the person's request into one group and answer with its name only, one word:\n"
+    "filesystem: read, create, change, copy, move or delete files and folders\n"
+    "search: find files by name or find text inside files\n"
+    "general: anything else"
+)
+
+
+# --- state ---------------------------------------------------------------------------------
+
+
+def append_messages(current: list[Any], writes: Sequence[Any]) -> list[Any]:
+    """The message reducer for DeltaChannel: apply a batch of writes in order.
+
+    Folding `add_messages` over the batch is batching-invariant, which DeltaChannel needs
+    to rebuild the history from stored deltas instead of storing it whole at every step.
+    Every message we write carries an id already, so replaying never invents new ones.
+    """
+    from langgraph.graph.message import add_messages
+
+    merged = list(current)
+    for write in writes:
+        merged = add_messages(merged, write)
+    return merged
+
+
+class AgentState(TypedDict, total=False):
+    messages: Annotated[list[AnyMessage], DeltaChannel(append_messages)]
+    route: str
+    model_calls: int
+    # call id -> approval record, for the batch under review; only `approve` writes it.
+    approvals: dict[str, dict[str, Any]]
+
+
+class ReadOnlyState(TypedDict, total=False):
+    """The prebuilt read-only agent's state, stored the same way as ours."""
+
+    messages: Annotated[list[AnyMessage], DeltaChannel(append_messages)]
+    remaining_steps: RemainingSteps
+
+
+# --- what the model is sent ------------------------------------------------------------------
+
+
+def messages_for_model(messages: list[Any]) -> list[Any]:
+    """The history as a well-formed request.
+
+    Calls whose arguments did not parse are sent as calls with empty arguments (the bad text
+    is never sent back), and a call left without an answer by a cut-off run gets one, right
+    after its message, so the request never has a tool call without a result.
+    """
+    from langchain_core.messages import ToolMessage
+
+    request: list[Any] = []
+    unanswered: list[dict[str, Any]] = []
+    for message in messages:
+        if not isinstance(message, ToolMessage):
+            request += [_cancelled_answer(call) for call in unanswered]
+            unanswered = []
+        if isinstance(message, AIMessage):
+            message = _without_invalid_arguments(message)
+            unanswered = list(message.tool_calls)
+        elif isinstance(message, ToolMessage):
+            unanswered = [c for c in unanswered if c["id"] != message.tool_call_id]
+        request.append(message)
+    return request + [_cancelled_answer(call) for call in unanswered]
+
+
+def _without_invalid_arguments(message: AIMessage) -> AIMessage:
+    if not message.invalid_tool_calls:
+        return message
+    repaired = [
+        {"name": call.get("name") or "unknown", "args": {}, "id": call["id"], "type": "tool_call"}
+        for call in message.invalid_tool_calls
+    ]
+    return AIMessage(
+        content=message.content, id=message.id, tool_calls=[*message.tool_calls, *repaired]
+    )
+
+
+def _cancelled_answer(call: dict[str, Any]) -> Any:
+    from approval import tool_message
+
+    if call["name"] in WRITE_TOOLS:
+        text = f"Cancelled: {call['name']} did not run because the run was cut off."
+    else:
+        text = f"Not completed: {call['name']} was cut off before it answered."
+    return tool_message(call["id"], text, error=True)
+
+
+def last_ai_message(state: AgentState) -> AIMessage | None:
+    messages = state.get("messages") or []
+    if messages and isinstance(messages[-1], AIMessage):
+        return messages[-1]
+    return None
+
+
+def parse_route(text: str) -> str:
+    """The first group name in the model's answer; anything else is `general`."""
+    for word in text.lower().replace("*", " ").replace("`", " ").split():
+        word = word.strip(".,:;!\"'()")
+        if word in ROUTES:
+            return word
+    return "general"
+
+
+# --- the graph -------------------------------------------------------------------------------
+
+
+def build_graph(
+    model: ChatOpenAI,
+    tools: list[BaseTool],
+    checkpointer: AsyncSqliteSaver | None,
+    *,
+    max_model_calls: int = MAX_MODEL_CALLS_PER_TURN,
+) -> Any:
+    from langchain_core.messages import HumanMessage, SystemMessage
+    from langgraph.graph import END, START, StateGraph
+    from langgraph.types import Command, interrupt
+
+    import approval
+
+    tools_by_name = {tool.name: tool for tool in tools}
+    schemas = {tool.name: _input_schema(tool) for tool in tools}
+
+    async def router(state: AgentState) -> dict[str, Any]:
+        question = _last_human_text(state)
+        answer = await model.ainvoke([SystemMessage(ROUTER_PROMPT), HumanMessage(question)])
+        return {"route": parse_route(str(answer.content)), "model_calls": 0, "approvals": {}}
+
+    def make_agent(group: str) -> Any:
+        bound = model.bind_tools(tools_for_group(tools, group), tool_choice="auto")
+
+        async def agent(state: AgentState) -> dict[str, Any]:
+            calls = state.get("model_calls", 0)
+            if calls >= max_model_calls:
+                return {"messages": [_step_limit_message(max_model_calls)]}
+            request = [SystemMessage(SYSTEM_PROMPT)]
+            request += messages_for_model(state.get("messages", []))
+            response = await bound.ainvoke(request)
+            _give_ids(response)
+            return {"messages": [response], "model_calls": calls + 1}
+
+        agent.__name__ = f"agent_{group}"
+        return agent
+
+    def after_agent(state: AgentState) -> str:
+        # Decided by tool name, never by route: no group can reach a write without `approve`.
+        message = last_ai_message(state)
+        if message is None or not (message.tool_calls or message.invalid_tool_calls):
+            return END
+        if approval.writes_to_review(message, schemas):
+            return "approve"
+        return "tools"
+
+    def approve(state: AgentState) -> Command:
+        # Runs again from the top on resume: nothing before interrupt() may have an effect.
+        message = last_ai_message(state)
+        assert message is not None, "approve is only reached after a model message"
+        route = state.get("route", "general")
+        calls = approval.writes_to_review(message, schemas)
+        answer = interrupt(approval.approval_payload(route, calls))
+        approvals = approval.record_decisions(answer, calls, schemas)
+        answers = [
+            approval.answer_without_running(call, approvals, schemas) for call in message.tool_calls
+        ]
+        if any(answer is None for answer in answers):
+            return Command(goto="tools", update={"approvals": approvals})
+        rejections = answers + [approval.answer_invalid_call(c) for c in message.invalid_tool_calls]
+        return Command(goto=f"agent_{route}", update={"approvals": {}, "messages": rejections})
+
+    async def run_tools(state: AgentState) -> dict[str, Any]:
+        message = last_ai_message(state)
+        assert message is not None, "tools is only reached after a model message"
+        approvals = state.get("approvals") or {}
+        results = []
+        for call in message.tool_calls:
+            refusal = approval.answer_without_running(call, approvals, schemas)
+            results.append(refusal or await _run_call(call, approvals, tools_by_name))
+        results += [approval.answer_invalid_call(c) for c in message.invalid_tool_calls]
+        return {"messages": results, "approvals": {}}
+
+    def back_to_agent(state: AgentState) -> str:
+        return f"agent_{state.get('route', 'general')}"
+
+    graph = StateGraph(AgentState)
+    graph.add_node("router", router)
+    for group in ROUTES:
+        graph.add_node(f"agent_{group}", make_agent(group))
+        graph.add_conditional_edges(f"agent_{group}", after_agent, ["approve", "tools", END])
+    graph.add_node(
+        "approve", approve, destinations=("tools", *(f"agent_{group}" for group in ROUTES))
+    )
+    graph.add_node("tools", run_tools)
+    graph.add_edge(START, "router")
+    graph.add_conditional_edges(
+        "router", lambda state: f"agent_{state['route']}", [f"agent_{g}" for g in ROUTES]
+    )
+    graph.add_conditional_edges("tools", back_to_agent, [f"agent_{g}" for g in ROUTES])
+    return graph.compile(checkpointer=checkpointer)
+
+
+def recursion_limit(max_model_calls: int = MAX_MODEL_CALLS_PER_TURN) -> int:
+    """LangGraph's own step cap, set above ours so the person gets our clear message."""
+    return 4 * max_model_calls + 10
+
+
+def _input_schema(tool: BaseTool) -> dict[str, Any]:
+    schema = tool.args_schema
+    if isinstance(schema, dict):
+        return schema
+    return tool.get_input_schema().model_json_schema()
+
+
+def _last_human_text(state: AgentState) -> str:
+    from langchain_core.messages import HumanMessage
+
+    for message in reversed(state.get("messages", [])):
+        if isinstance(message, HumanMessage):
+            return str(message.content)
+    return ""
+
+
+def _give_ids(response: AIMessage) -> None:
+    """Our own message id (servers reuse theirs) and an id for every unparseable call."""
+    import approval
+
+    response.id = approval.new_id("ai")
+    for invalid in response.invalid_tool_calls:
+        invalid["id"] = invalid.get("id") or approval.new_id("call")
+
+
+def _step_limit_message(limit: int) -> Any:
+    import approval
+
+    return AIMessage(
+        content=f"Stopped: this request used {limit} model calls without finishing. "
+        "Say how to go on, or ask for something smaller.",
+        id=approval.new_id("ai"),
+    )
+
+
+async def _run_call(
+    call: dict[str, Any], approvals: dict[str, Any], tools_by_name: dict[str, BaseTool]
+) -> Any:
+    import approval
+
+    record = approvals.get(call["id"]) or {}
+    args = record.get("args", call["args"]) if call["name"] in WRITE_TOOLS else call["args"]
+    try:
+        result = await tools_by_name[call["name"]].ainvoke(
+            {"type": "tool_call", "name": call["name"], "args": args, "id": call["id"]}
+        )
+        text, failed = content_text(result.content), result.status == "error"
+    except Exception as error:  # a broken pipe to the server must not lose the whole turn
+        text, failed = f"Error: {call['name']} failed: {error}", True
+    if record.get("edited"):
+        text = approval.edited_preamble(call, args) + text
+    return approval.tool_message(call["id"], text, error=failed)
+
+
+def content_text(content: Any) -> str:
+    """MCP results come as content blocks; models and people want the text."""
+    if isinstance(content, str):
+        return content
+    parts = []
+    for block in content:
+        if isinstance(block, dict):
+            parts.append(str(block.get("text", "")))
+        else:
+            parts.append(str(block))
+    return "\n".join(parts)
+
+
+# --- storage ---------------------------------------------------------------------------------
+
+
+@asynccontextmanager
+async def open_checkpointer(db: Path) -> AsyncIterator[AsyncSqliteSaver]:
+    """The thread file: WAL so readers do not block the writer, a busy timeout for the rest."""
+    import sqlite3
+
+    import aiosqlite
+    from langgraph.checkpoint.sqlite.aio import AsyncSqliteSaver
+
+    if not db.parent.is_dir():
+        raise StartupError(
+            f"--db {db}: folder {db.parent} does not exist; create it or pick another"
+        )
+    try:
+        conn = await aiosqlite.connect(str(db), timeout=10.0)
+    except sqlite3.Error as error:
+        raise StartupError(f"cannot open {db}: {error}; pass another --db") from error
+    try:
+        saver = AsyncSqliteSaver(conn)
+        try:
+            await conn.execute("PRAGMA busy_timeout = 10000")
+            await saver.setup()
+        except sqlite3.DatabaseError as error:
+            raise StartupError(
+                f"{db} is not a usable fsagent threads file ({error}); it was left untouched. "
+                "Pass another --db"
+            ) from error
+        yield saver
+    finally:
+        await conn.close()
+
+
+# --- the command line ------------------------------------------------------------------------
+
+
+def main(argv: list[str] | None = None) -> int:
+    from agent import build_parser, settings_from_args
+
+    args = build_parser().parse_args(argv)
+    settings = settings_from_args(args)
+    try:
+        return asyncio.run(_run(settings))
+    except StartupError as error:
+        print(f"fsagent: {error}", file=sys.stderr)
+        return 2
+    except KeyboardInterrupt:
+        print(file=sys.stderr)
+        return 130
+    except Exception as error:
+        if settings.verbose:
+            raise
+        from display import describe_error
+
+        print(f"fsagent: {describe_error(error, settings.base_url)}", file=sys.stderr)
+        return 1
+
+
+async def _run(settings: Any) -> int:
+    import display
+    from agent import check_roots, first_listed_model, make_chat_model, open_tools
+
+    roots = check_roots(settings.roots)
+    # Ask LM Studio for its models while our server starts: both are waits, neither needs
+    # the other.
+    model_name = asyncio.ensure_future(first_listed_model(settings.base_url))
+    try:
+        async with open_tools(
+            roots, read_only=settings.read_only, verbose=settings.verbose
+        ) as tools:
+            name = settings.model or await model_name
+            if settings.model:
+                await model_name  # still fail early and clearly when LM Studio is down
+            model = make_chat_model(settings.base_url, name)
+            async with open_checkpointer(settings.db) as saver:
+                if settings.read_only:
+                    from agent import build_read_only_agent
+
+                    app = build_read_only_agent(model, tools, saver, ReadOnlyState)
+                else:
+                    app = build_graph(model, tools, saver)
+                return await display.run_session(app, settings, tools)
+    finally:
+        model_name.cancel()
+
+
+if __name__ == "__main__":
+    sys.exit(main())
