@@ -1,0 +1,196 @@
+"""Root resolution and path containment for the filesystem server.
+
+Every path a tool receives goes through a `Sandbox` before anything touches the disk. The rules:
+
+- Roots are resolved once, at start: `~` expanded, all symlinks resolved.
+- Containment is checked component-wise on real paths, never by string prefix, so a root
+  `/allowed` does not admit `/allowed_evil`.
+- An existing path is resolved with all its links. A new path resolves its nearest existing
+  ancestor, which must be inside a root; the rest of the path may not contain `..`.
+- A symlink whose target leaves the roots (directly, through a chain, or dangling) is never
+  followed; the path is refused with a `security_error:` message that names the roots.
+"""
+
+from __future__ import annotations
+
+import errno
+import os
+from dataclasses import dataclass
+from pathlib import Path
+
+MAX_PATH_LENGTH = 4096
+SECURITY_PREFIX = "security_error:"
+
+
+class SandboxError(Exception):
+    """A path argument that cannot be used; the message is one line for the client."""
+
+
+class SecurityError(SandboxError):
+    """A path that leaves the allowed roots, or an action on a root itself."""
+
+
+class RootError(Exception):
+    """A root given at start that is missing or not a folder."""
+
+
+@dataclass(frozen=True)
+class Resolved:
+    """A path inside the sandbox: its real location and whether something is there now."""
+
+    real: Path
+    root: Path
+    exists: bool
+
+
+def resolve_roots(raw_roots: list[str]) -> tuple[Path, ...]:
+    """Resolve the roots given on the command line, or raise RootError naming the bad one."""
+    roots: list[Path] = []
+    for raw in raw_roots:
+        expanded = os.path.expanduser(raw)
+        if not os.path.exists(expanded):
+            raise RootError(f"root does not exist: {raw}")
+        real = Path(os.path.realpath(expanded))
+        if not real.is_dir():
+            raise RootError(f"root is not a folder: {raw}")
+        if real not in roots:
+            roots.append(real)
+    if not roots:
+        raise RootError("no root given")
+    return tuple(roots)
+
+
+def is_within(path: Path, folder: Path) -> bool:
+    """True when `path` is `folder` or below it, comparing whole components."""
+    return path == folder or folder in path.parents
+
+
+class Sandbox:
+    def __init__(self, roots: tuple[Path, ...]) -> None:
+        self.roots = roots
+
+    # -- checks ---------------------------------------------------------------------------
+
+    def root_of(self, real: Path) -> Path | None:
+        """The innermost root that contains `real`, if any."""
+        containing = [root for root in self.roots if is_within(real, root)]
+        return max(containing, key=lambda root: len(root.parts)) if containing else None
+
+    def is_inside(self, real: Path) -> bool:
+        return self.root_of(real) is not None
+
+    def contains_a_root(self, real: Path) -> bool:
+        """True when `real` is a root or a folder holding one (so removing it removes a root)."""
+        return any(is_within(root, real) for root in self.roots)
+
+    def refuse(self, given: str, why: str = "is outside the allowed roots") -> SecurityError:
+        roots = ", ".join(str(root) for root in self.roots)
+        return SecurityError(f"{SECURITY_PREFIX} {given!r} {why} (allowed roots: {roots})")
+
+    # -- resolution -----------------------------------------------------------------------
+
+    def resolve(self, given: str) -> Resolved:
+        """Resolve a path for reading or writing: links are followed, but only inside.
+
+        The result is a real path with no symlink in it, so acting on it cannot be redirected
+        outside except by a change made in the meantime (callers open with O_NOFOLLOW).
+        """
+        lexical = self.absolute(given)
+        try:
+            real = Path(os.path.realpath(lexical, strict=True))
+        except FileNotFoundError:
+            return self.resolve_missing(given, lexical)
+        except OSError as error:
+            self.refuse_if_outside(given, lexical)
+            raise self.unusable(given, error) from None
+        return self.inside_or_refuse(given, real, exists=True)
+
+    def resolve_entry(self, given: str) -> Resolved:
+        """Resolve a path naming a directory entry itself (for delete and move).
+
+        The parent folder is resolved; the final name is kept, so a symlink is acted on as a
+        link, never through it. A link whose target leaves the roots is still refused.
+        """
+        lexical = self.absolute(given)
+        name = os.path.basename(lexical)
+        if name in ("", ".", "..") or Path(os.path.realpath(lexical)) in self.roots:
+            return self.resolve(given)
+        parent = self.resolve(os.path.dirname(lexical))
+        if not parent.exists:
+            return self.resolve(given)
+        entry = parent.real / name
+        if not entry.is_symlink():
+            return self.resolve(str(entry))
+        self.check_link_target(given, entry)
+        return Resolved(real=entry, root=parent.root, exists=True)
+
+    def check_link_target(self, given: str, link: Path) -> None:
+        """Refuse a symlink whose target (followed to the end) is outside, dangling or a loop."""
+        try:
+            target = Path(os.path.realpath(link, strict=True))
+        except FileNotFoundError:
+            target = Path(os.path.realpath(link))  # dangling: where it would create a file
+        except OSError as error:
+            self.refuse_if_outside(given, str(link))
+            raise self.unusable(given, error) from None
+        if not self.is_inside(target):
+            raise self.refuse(given, "is a symlink to a place outside the allowed roots")
+
+    def absolute(self, given: str) -> str:
+        """Validate the argument and make it absolute (relative paths start at the first root)."""
+        if not isinstance(given, str):
+            raise SandboxError(f"path must be a string, got {type(given).__name__}")
+        if "\x00" in given:
+            raise SandboxError("path contains a NUL byte")
+        if len(given) > MAX_PATH_LENGTH:
+            raise SandboxError(f"path is {len(given)} characters long (at most {MAX_PATH_LENGTH})")
+        if given.strip() == "":
+            raise SandboxError("path is empty")
+        # `~` is expanded so '~/notes' means what a person means; the result is still checked.
+        expanded = os.path.expanduser(given)
+        return os.path.join(self.roots[0], expanded)
+
+    def resolve_missing(self, given: str, lexical: str) -> Resolved:
+        """A path that does not exist yet: its nearest existing ancestor must be inside."""
+        head, tail = lexical, []
+        while not os.path.lexists(head):
+            head, name = os.path.split(head)
+            tail.append(name)
+        tail.reverse()
+        if ".." in tail:
+            raise self.refuse(given, "goes through '..' below a folder that does not exist")
+        try:
+            ancestor = Path(os.path.realpath(head, strict=True))
+        except FileNotFoundError:
+            # Only a dangling symlink exists without resolving; its target may be outside.
+            self.check_link_target(given, Path(head))
+            dangling = SandboxError(f"{given!r} goes through a dangling symlink; use its target")
+            raise dangling from None
+        except OSError as error:
+            self.refuse_if_outside(given, head)
+            raise self.unusable(given, error) from None
+        real = ancestor.joinpath(*[part for part in tail if part not in ("", ".")])
+        self.inside_or_refuse(given, ancestor, exists=True)
+        if not ancestor.is_dir():
+            raise SandboxError(f"{given!r}: {ancestor.name!r} is a file, not a folder")
+        return self.inside_or_refuse(given, real, exists=False)
+
+    def refuse_if_outside(self, given: str, lexical: str) -> None:
+        """Say "outside" before any other complaint about a path that points outside."""
+        if not self.is_inside(Path(os.path.realpath(lexical))):
+            raise self.refuse(given)
+
+    def inside_or_refuse(self, given: str, real: Path, *, exists: bool) -> Resolved:
+        root = self.root_of(real)
+        if root is None:
+            raise self.refuse(given)
+        return Resolved(real=real, root=root, exists=exists)
+
+    def unusable(self, given: str, error: OSError) -> SandboxError:
+        if error.errno == errno.ELOOP:
+            return SandboxError(f"{given!r} is a symlink loop")
+        if error.errno == errno.ENAMETOOLONG:
+            return SandboxError(f"{given!r}: a name in it is too long")
+        if error.errno == errno.ENOTDIR:
+            return SandboxError(f"{given!r}: a part of it is a file, not a folder")
+        return SandboxError(f"{given!r}: {error.strerror or error}")
