@@ -48,7 +48,7 @@ class FilesystemServer:
 
     def __init__(self, roots: Sequence[Path | str], *flags: str) -> None:
         self.parameters = server_parameters(roots, *flags)
-        self.stderr = tempfile.TemporaryFile("w+")
+        self.stderr = tempfile.TemporaryFile("w+")  # noqa: SIM115 (closed in close())
         self.loop = asyncio.new_event_loop()
         self.thread = threading.Thread(target=self.loop.run_forever, daemon=True)
         self.thread.start()
