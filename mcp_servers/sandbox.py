@@ -49,10 +49,10 @@ def resolve_roots(raw_roots: list[str]) -> tuple[Path, ...]:
     for raw in raw_roots:
         expanded = os.path.expanduser(raw)
         if not os.path.exists(expanded):
-            raise RootError(f"root does not exist: {raw}")
+            raise RootError(f"root does not exist: {raw} (each ROOT must be an existing folder)")
         real = Path(os.path.realpath(expanded))
         if not real.is_dir():
-            raise RootError(f"root is not a folder: {raw}")
+            raise RootError(f"root is a file, not a folder: {raw} (give its folder instead)")
         if real not in roots:
             roots.append(real)
     if not roots:
