@@ -356,19 +356,27 @@ def main(argv: list[str] | None = None) -> int:
     settings = settings_from_args(args)
     try:
         return asyncio.run(_run(settings))
-    except StartupError as error:
-        print(f"fsagent: {error}", file=sys.stderr)
-        return 2
     except KeyboardInterrupt:
         print(file=sys.stderr)
         return 130
-    except Exception as error:
+    except Exception as raised:
+        error = first_leaf(raised)
+        if isinstance(error, StartupError):
+            print(f"fsagent: {error}", file=sys.stderr)
+            return 2
         if settings.verbose:
             raise
         from display import describe_error
 
         print(f"fsagent: {describe_error(error, settings.base_url)}", file=sys.stderr)
         return 1
+
+
+def first_leaf(error: BaseException) -> BaseException:
+    """The MCP client runs in task groups, which wrap what was raised in ExceptionGroups."""
+    while isinstance(error, BaseExceptionGroup) and error.exceptions:
+        error = error.exceptions[0]
+    return error
 
 
 async def _run(settings: Any) -> int:

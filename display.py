@@ -35,6 +35,13 @@ def format_call(name: str, args: Any, limit: int = CLIP_AT) -> str:
 
 
 def format_result(text: str) -> str:
+    """A tool result in a few lines: JSON on one line, text by its first lines."""
+    import json
+
+    try:
+        return _clip(json.dumps(json.loads(text), ensure_ascii=False), 200)
+    except ValueError:
+        pass
     lines = text.splitlines() or [""]
     shown = [_clip(line, 200) for line in lines[:RESULT_LINES]]
     if len(lines) > RESULT_LINES:
@@ -131,6 +138,19 @@ def show_update(term: Terminal, node: str, update: Any) -> None:
             mark = "✗ " if message.status == "error" else ""
             term.say(f"← {mark}{format_result(content_text(message.content))}")
     term.end_stream()
+
+
+def _is_model_text(message: Any, node: str) -> bool:
+    """Tokens of a model reply as they stream: not the router's one word, and not whole
+    messages (LangGraph also emits those when a node returns them)."""
+    from langchain_core.messages import AIMessageChunk
+
+    return (
+        isinstance(message, AIMessageChunk)
+        and node != "router"
+        and isinstance(message.content, str)
+        and bool(message.content)
+    )
 
 
 def pending_approval(snapshot: Any) -> dict[str, Any] | None:
@@ -255,8 +275,7 @@ class Session:
         ):
             if mode == "messages":
                 message, meta = chunk
-                node = str(meta.get("langgraph_node", ""))
-                if node != "router" and isinstance(message.content, str) and message.content:
+                if _is_model_text(message, str(meta.get("langgraph_node", ""))):
                     self.term.stream(message.content)
             else:
                 for node, update in chunk.items():
