@@ -27,7 +27,7 @@ import shutil
 import stat
 import sys
 import tempfile
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import suppress
 from dataclasses import dataclass
 from datetime import UTC, datetime
@@ -77,6 +77,7 @@ DIFF_MAX_FILE = 8 * 1024 * 1024
 MAX_FILES_PER_READ = 50
 MAX_WRITE_BYTES = 32 * 1024 * 1024
 TEMP_PREFIX = ".fsagent-"
+REGEX_SPECIALS = frozenset(".^$*+?{}[]\\|()")
 
 logger = logging.getLogger("fsagent.filesystem")
 
@@ -99,7 +100,7 @@ def sha256_hex(data: bytes) -> str:
     return hashlib.sha256(data).hexdigest()
 
 
-def open_nofollow(path: Path, flags: int = os.O_RDONLY, mode: int = 0o666) -> int:
+def open_nofollow(path: Path | str, flags: int = os.O_RDONLY, mode: int = 0o666) -> int:
     """Open without following a final symlink, so a link swapped in after the check fails."""
     return os.open(path, flags | os.O_NOFOLLOW | os.O_CLOEXEC, mode)
 
@@ -184,10 +185,15 @@ def check_range(name: str, value: int, low: int, high: int) -> None:
 
 @dataclass(frozen=True)
 class Entry:
-    """One directory entry as the sandbox lets a client see it."""
+    """One directory entry as the sandbox lets a client see it.
+
+    Paths are plain strings here: walks create one Entry per file, and pathlib's overhead
+    would dominate a grep over ten thousand small files.
+    """
 
     name: str
-    path: Path  # the entry itself (a link stays a link)
+    path: str  # the entry itself (a link stays a link)
+    relative: str  # below the folder that was listed or walked
     kind: Literal["dir", "file", "link", "other", "outside-link"]
     target: Path | None = None  # real target of a link that stays inside
 
@@ -202,27 +208,27 @@ class Walker:
     def __init__(self, sandbox: Sandbox) -> None:
         self.sandbox = sandbox
 
-    def classify(self, item: os.DirEntry[str]) -> Entry:
-        path = Path(item.path)
+    def classify(self, item: os.DirEntry[str], prefix: str) -> Entry:
+        name, path, relative = item.name, item.path, prefix + item.name
         if item.is_symlink():
             try:
                 target = Path(os.path.realpath(path, strict=True))
             except OSError:  # dangling or a loop: treated like a link that leaves
-                return Entry(item.name, path, "outside-link")
+                return Entry(name, path, relative, "outside-link")
             if not self.sandbox.is_inside(target):
-                return Entry(item.name, path, "outside-link")
-            return Entry(item.name, path, "link", target)
+                return Entry(name, path, relative, "outside-link")
+            return Entry(name, path, relative, "link", target)
         if item.is_dir(follow_symlinks=False):
-            return Entry(item.name, path, "dir")
+            return Entry(name, path, relative, "dir")
         if item.is_file(follow_symlinks=False):
-            return Entry(item.name, path, "file")
-        return Entry(item.name, path, "other")
+            return Entry(name, path, relative, "file")
+        return Entry(name, path, relative, "other")
 
-    def scan(self, folder: Path) -> list[Entry]:
+    def scan(self, folder: Path | str, prefix: str = "") -> list[Entry]:
         """The entries of one folder sorted by name; an unreadable folder is empty."""
         try:
             with os.scandir(folder) as items:
-                entries = [self.classify(item) for item in items]
+                entries = [self.classify(item, prefix) for item in items]
         except OSError as error:
             logger.info("cannot list %s: %s", folder, error)
             return []
@@ -237,7 +243,6 @@ class Walker:
         Excluded entries are neither yielded nor descended into; links are yielded but never
         descended into, and links that leave the roots are left out.
         """
-        exclude = exclude or []
         stack = [iter(self.scan(top))]
         while stack:
             entry = next(stack[-1], None)
@@ -246,13 +251,12 @@ class Walker:
                 continue
             if entry.kind == "outside-link":
                 continue
-            relative = entry.path.relative_to(top).as_posix()
-            if exclude and matches_any(entry.name, relative, exclude):
+            if exclude and matches_any(entry.name, entry.relative, exclude):
                 continue
             depth = len(stack) - 1
             yield entry, depth
             if entry.is_dir and (max_depth is None or depth + 1 < max_depth):
-                stack.append(iter(self.scan(entry.path)))
+                stack.append(iter(self.scan(entry.path, entry.relative + "/")))
 
 
 # -- the tools ----------------------------------------------------------------------------------
@@ -294,6 +298,11 @@ class FileTools:
             return "?"
         relative = real.relative_to(root).as_posix() or "."
         return relative if root == self.sandbox.roots[0] else str(real)
+
+    def shown_below(self, folder: Path) -> Callable[[str], str]:
+        """A function that names an entry below `folder` the way tools report paths."""
+        base = self.relative(folder)
+        return lambda relative: relative if base == "." else f"{base}/{relative}"
 
     def refuse_root(self, resolved: Resolved, given: str, action: str) -> None:
         if self.sandbox.contains_a_root(resolved.real):
@@ -430,15 +439,15 @@ class FileTools:
             raise ToolError("invalid_argument: pattern is empty")
         folder = self.existing_folder(path)
         by_path = "/" in pattern
+        shown = self.shown_below(folder.real)
         found, hidden = [], 0
         for entry, _ in self.walker.walk(folder.real, exclude):
-            subject = entry.path.relative_to(folder.real).as_posix() if by_path else entry.name
-            if not fnmatch.fnmatchcase(subject, pattern):
+            if not fnmatch.fnmatchcase(entry.relative if by_path else entry.name, pattern):
                 continue
             if len(found) >= MAX_LISTED:
                 hidden += 1
                 continue
-            found.append(self.relative(entry.path) + ("/" if entry.is_dir else ""))
+            found.append(shown(entry.relative) + ("/" if entry.is_dir else ""))
         if not found:
             return f"No match for {pattern!r} under {path}"
         return "\n".join(found + ([more_marker(hidden)] if hidden else []))
@@ -462,11 +471,10 @@ class FileTools:
         check_range("max_matches", max_matches, 1, 10_000)
         if len(pattern) > 1000:
             raise ToolError("invalid_argument: pattern is longer than 1000 characters")
-        regex = compile_pattern(pattern, ignore_case)
+        search = GrepRun(pattern, ignore_case, context, max_matches)
         resolved = self.existing(path)
-        search = GrepRun(regex, context, max_matches)
-        for file_path in self.grep_targets(resolved, glob):
-            search.search_file(file_path, self.relative(file_path))
+        for file_path, shown_as in self.grep_targets(resolved, glob):
+            search.search_file(file_path, shown_as)
             if search.full:
                 break
         return search.report(pattern)
@@ -574,7 +582,8 @@ class FileTools:
             if is_within(dst.real, src.real):
                 raise ToolError(f"cannot copy {source!r} into itself")
             summary = copy_tree(src.real, dst.real, self.walker)
-            summary["skipped_links"] = [self.relative(p) for p in summary["skipped_links"]]
+            shown = self.shown_below(src.real)
+            summary["skipped_links"] = [shown(link) for link in summary["skipped_links"]]
         else:
             data = read_bytes(src.real)
             mode = stat.S_IMODE(src.real.stat().st_mode)
@@ -664,7 +673,7 @@ class FileTools:
         if entry.is_dir:
             return 0
         try:
-            return (entry.target or entry.path).stat().st_size
+            return os.stat(entry.target or entry.path).st_size
         except OSError:
             return 0
 
@@ -708,16 +717,17 @@ class FileTools:
             text += f"\n… [cut: {rest:,} more bytes; read on with start_line={cut_at}]"
         return text
 
-    def grep_targets(self, resolved: Resolved, glob: str | None) -> Iterator[Path]:
+    def grep_targets(self, resolved: Resolved, glob: str | None) -> Iterator[tuple[str, str]]:
+        """(path, path as shown) of each file to search."""
         if resolved.real.is_file():
-            yield resolved.real
+            yield str(resolved.real), self.relative(resolved.real)
             return
+        shown = self.shown_below(resolved.real)
         for entry, _ in self.walker.walk(resolved.real):
             if entry.kind != "file":
                 continue  # links are not followed, as with grep -r
-            relative = entry.path.relative_to(resolved.real).as_posix()
-            if glob is None or matches_any(entry.name, relative, [glob]):
-                yield entry.path
+            if glob is None or matches_any(entry.name, entry.relative, [glob]):
+                yield entry.path, shown(entry.relative)
 
     def current_bytes(self, target: Resolved, given: str) -> bytes | None:
         if not target.exists:
@@ -773,8 +783,13 @@ class FileTools:
 class GrepRun:
     """One grep: searches whole file buffers with one compiled regex, collects hit lines."""
 
-    def __init__(self, regex: re.Pattern[bytes], context: int, max_matches: int) -> None:
-        self.regex = regex
+    def __init__(self, pattern: str, ignore_case: bool, context: int, max_matches: int) -> None:
+        # re's IGNORECASE on bytes is several times slower than lowering the buffer first;
+        # both fold ASCII only, so a literal pattern can be lowered and searched as is.
+        self.fold_case = ignore_case and is_literal(pattern)
+        if self.fold_case:
+            pattern = pattern.lower()
+        self.regex = compile_pattern(pattern, ignore_case and not self.fold_case)
         self.context = context
         self.max_matches = max_matches
         self.lines: list[str] = []
@@ -785,18 +800,19 @@ class GrepRun:
         self.output_bytes = 0
         self.full = False
 
-    def search_file(self, path: Path, shown_as: str) -> None:
+    def search_file(self, path: str, shown_as: str) -> None:
         try:
-            if path.stat().st_size > GREP_MAX_FILE:
-                self.skipped_large += 1
-                return
-            data = read_bytes(path)
+            with open(open_nofollow(path), "rb") as handle:
+                if os.fstat(handle.fileno()).st_size > GREP_MAX_FILE:
+                    self.skipped_large += 1
+                    return
+                data = handle.read()
         except OSError:
             return
         if looks_binary(data):
             self.skipped_binary += 1
             return
-        hits = self.hit_lines(data)
+        hits = self.hit_lines(data.lower() if self.fold_case else data)
         if hits:
             self.files_with_matches += 1
             self.print_hits(data, hits, shown_as)
@@ -879,6 +895,10 @@ def compile_pattern(pattern: str, ignore_case: bool) -> re.Pattern[bytes]:
         raise ToolError(f"invalid_argument: bad regular expression {pattern!r}: {error}") from None
 
 
+def is_literal(pattern: str) -> bool:
+    return pattern.isascii() and not any(char in REGEX_SPECIALS for char in pattern)
+
+
 def shown_line(raw: bytes) -> str:
     text = raw.rstrip(b"\r").decode("utf-8", errors="replace")
     if len(text) > MAX_LINE_SHOWN:
@@ -957,18 +977,18 @@ def copy_tree(source: Path, destination: Path, walker: Walker) -> dict[str, Any]
     os.makedirs(destination)
     shutil.copymode(source, destination)
     files = folders = size = 0
-    skipped: list[Path] = []
+    skipped: list[str] = []
     for entry, _ in walker.walk(source):
-        target = destination / entry.path.relative_to(source)
+        target = destination / entry.relative
         if entry.kind == "dir":
             os.mkdir(target)
             shutil.copymode(entry.path, target, follow_symlinks=False)
             folders += 1
         elif entry.kind == "file":
-            size += copy_one_file(entry.path, target)
+            size += copy_one_file(Path(entry.path), target)
             files += 1
         elif entry.kind == "link":
-            skipped.append(entry.path)
+            skipped.append(entry.relative)
     return {"files": files, "folders": folders, "bytes": size, "skipped_links": skipped}
 
 

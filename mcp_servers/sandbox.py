@@ -62,7 +62,8 @@ def resolve_roots(raw_roots: list[str]) -> tuple[Path, ...]:
 
 def is_within(path: Path, folder: Path) -> bool:
     """True when `path` is `folder` or below it, comparing whole components."""
-    return path == folder or folder in path.parents
+    folder_parts = folder.parts
+    return path.parts[: len(folder_parts)] == folder_parts
 
 
 class Sandbox:
