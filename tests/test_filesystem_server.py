@@ -441,3 +441,17 @@ def test_bad_arguments_are_one_line_errors(server: FilesystemServer, work: Path)
         assert result.text.startswith(expected), result.text
         assert "\n" not in result.text
     assert server.ok("list_allowed_roots")  # the server is still up
+
+
+def test_grep_ignore_case_literal_and_glob_on_paths(server: FilesystemServer, work: Path) -> None:
+    (work / "src").mkdir()
+    (work / "src" / "a.py").write_text("def Main():\n    pass\n")
+    (work / "notes.txt").write_text("MAIN street\n")
+    text = server.ok("grep", pattern="main", path=work.name, ignore_case=True)
+    assert text.splitlines() == [
+        f"{work.name}/notes.txt:1:MAIN street",
+        f"{work.name}/src/a.py:1:def Main():",
+    ]
+    only_src = server.ok("grep", pattern="main", path=work.name, ignore_case=True, glob="src/*")
+    assert only_src == f"{work.name}/src/a.py:1:def Main():"
+    assert server.ok("grep", pattern="main", path=work.name).startswith("No match")
