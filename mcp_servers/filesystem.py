@@ -9,7 +9,11 @@ Errors come back as MCP error results with one line; a refused path starts `secu
 Symlinks: reads and writes follow a link only when its target is inside the roots. `delete` and
 `move` act on a link itself, never on its target, and refuse a link that points outside.
 Recursive walks (trees, searches, grep, folder copies) never descend into a link, and leave
-out links that point outside without naming them.
+out links that point outside (or dangle) without naming them.
+
+Paths in answers are relative to the first root (relative tool paths start there); a path in
+another root is given in full, so it can be passed back as it is. Listings, trees and searches
+end with `(+N more)` when cut; grep stops at max_matches and says `(+more: ...)`.
 """
 
 from __future__ import annotations
