@@ -89,46 +89,99 @@ class Settings:
     read_only: bool = False
 
 
+EXIT_CODES = (
+    "exit codes: 0 finished; 1 error during the run; 2 cannot start (bad flags, LM Studio "
+    "unreachable, bad database); 3 stopped with an approval pending."
+)
+
+
 def build_parser() -> argparse.ArgumentParser:
+    """`fsagent [options]` talks; `fsagent COMMAND [options]` works on the thread file.
+
+    Every command takes the same options, before or after its name; options given after the
+    name are parsed with SUPPRESS defaults so they never overwrite those given before it.
+    """
     parser = argparse.ArgumentParser(
         prog="fsagent",
         description="A terminal agent for a local LLM that changes files only with your consent.",
-        epilog="Exit codes: 0 finished; 1 error during the run; 2 cannot start "
-        "(bad flags, LM Studio unreachable, bad database); 3 stopped with an approval pending.",
+        epilog=EXIT_CODES,
     )
+    add_agent_options(parser)
+    parser.set_defaults(command=None)
+    commands = parser.add_subparsers(title="commands", metavar="COMMAND")
+    for command in COMMANDS:
+        sub = commands.add_parser(
+            command.name, help=command.help, description=command.help, epilog=EXIT_CODES
+        )
+        add_agent_options(sub, suppress=True)
+        command.load("add_arguments")(sub)
+        sub.set_defaults(command=command.name)
+    return parser
+
+
+def add_agent_options(parser: argparse.ArgumentParser, *, suppress: bool = False) -> None:
+    def default(value: Any) -> Any:
+        return argparse.SUPPRESS if suppress else value
+
     parser.add_argument(
         "--base-url",
-        default=os.environ.get("FSAGENT_BASE_URL", DEFAULT_BASE_URL),
-        help="LM Studio's OpenAI-compatible server (env FSAGENT_BASE_URL; default %(default)s)",
+        default=default(os.environ.get("FSAGENT_BASE_URL", DEFAULT_BASE_URL)),
+        help="LM Studio's OpenAI-compatible server (env FSAGENT_BASE_URL; "
+        f"default {DEFAULT_BASE_URL})",
     )
     parser.add_argument(
         "--model",
-        default=os.environ.get("FSAGENT_MODEL"),
+        default=default(os.environ.get("FSAGENT_MODEL")),
         help="model name (env FSAGENT_MODEL; default: the first model the server lists)",
     )
     parser.add_argument(
         "--root",
         action="append",
         type=Path,
+        default=default(None),
         metavar="DIR",
         help="a folder the agent may use (repeatable; default: the current folder)",
     )
     parser.add_argument(
         "--db",
         type=Path,
-        default=Path(os.environ.get("FSAGENT_DB", "threads.db")),
+        default=default(Path(os.environ.get("FSAGENT_DB", "threads.db"))),
         help="the SQLite file that keeps threads (env FSAGENT_DB; default ./threads.db)",
     )
     parser.add_argument(
-        "--thread", default="default", help="conversation name (default %(default)s)"
+        "--thread", default=default("default"), help="conversation name (default: default)"
     )
     parser.add_argument(
         "--read-only",
         action="store_true",
+        default=default(False),
         help="offer the model no write tool at all (the server registers none)",
     )
-    parser.add_argument("--verbose", action="store_true", help="show tracebacks and server logs")
-    return parser
+    parser.add_argument(
+        "--verbose",
+        action="store_true",
+        default=default(False),
+        help="show tracebacks and server logs",
+    )
+
+
+@dataclass(frozen=True)
+class Command:
+    """A subcommand, implemented by `module` as `add_arguments(parser)` and
+    `run(args, settings) -> exit code`. Named here so `fsagent --help` lists every command;
+    imported only when used."""
+
+    name: str
+    help: str
+    module: str
+
+    def load(self, function: str) -> Any:
+        import importlib
+
+        return getattr(importlib.import_module(self.module), function)
+
+
+COMMANDS: list[Command] = []
 
 
 def settings_from_args(args: argparse.Namespace) -> Settings:

@@ -355,6 +355,8 @@ def main(argv: list[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
     settings = settings_from_args(args)
     try:
+        if args.command:
+            return run_command(args, settings)
         return asyncio.run(_run(settings))
     except KeyboardInterrupt:
         print(file=sys.stderr)
@@ -370,6 +372,13 @@ def main(argv: list[str] | None = None) -> int:
 
         print(f"fsagent: {describe_error(error, settings.base_url)}", file=sys.stderr)
         return 1
+
+
+def run_command(args: Any, settings: Any) -> int:
+    from agent import COMMANDS
+
+    [command] = [command for command in COMMANDS if command.name == args.command]
+    return int(command.load("run")(args, settings))
 
 
 def first_leaf(error: BaseException) -> BaseException:
