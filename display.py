@@ -78,6 +78,20 @@ class Terminal:
     out: TextIO = field(default_factory=lambda: sys.stdout)
     piped: bool = field(default_factory=lambda: not sys.stdin.isatty())
     streaming: bool = False  # in the middle of a line of model text
+    # Where `event()` records what happened, for --transcript; None records nothing.
+    transcript: TextIO | None = None
+
+    def event(self, kind: str, **fields: Any) -> None:
+        """One transcript event: `prompt`, `route`, `tool_call`, `approval_request`,
+        `decision`, `tool_result`, `answer`, `warning` or `error`. Fields hold what a
+        regression compares, so no timestamps and no ids."""
+        if self.transcript is None:
+            return
+        import json
+
+        record = {"event": kind, **fields}
+        self.transcript.write(json.dumps(record, ensure_ascii=False, sort_keys=True) + "\n")
+        self.transcript.flush()
 
     def say(self, text: str = "") -> None:
         self.end_stream()
