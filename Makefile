@@ -4,7 +4,7 @@ VENV := .venv
 PY := $(VENV)/bin/python
 STAMP := $(VENV)/.installed
 
-.PHONY: run test bench lint clean
+.PHONY: run test bench demo regress lint clean
 
 $(STAMP): pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -20,6 +20,13 @@ test: $(STAMP)
 
 bench: $(STAMP)
 	$(PY) -m bench
+
+# The whole approval flow from a recorded session: no LM Studio needed.
+demo: $(STAMP)
+	$(VENV)/bin/fsagent regress examples/demo --show
+
+regress: $(STAMP)
+	$(VENV)/bin/fsagent regress examples
 
 lint: $(STAMP)
 	$(VENV)/bin/ruff check .

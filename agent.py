@@ -87,11 +87,16 @@ class Settings:
     thread: str = "default"
     verbose: bool = False
     read_only: bool = False
+    strict: bool = False
+    transcript: Path | None = None
+    record: Path | None = None
+    replay: Path | None = None
 
 
 EXIT_CODES = (
     "exit codes: 0 finished; 1 error during the run; 2 cannot start (bad flags, LM Studio "
-    "unreachable, bad database); 3 stopped with an approval pending."
+    "unreachable, bad policy or database); 3 stopped with an approval pending or an answer "
+    "refused; 4 replay mismatch."
 )
 
 
@@ -163,6 +168,34 @@ def add_agent_options(parser: argparse.ArgumentParser, *, suppress: bool = False
         default=default(False),
         help="show tracebacks and server logs",
     )
+    parser.add_argument(
+        "--strict",
+        action="store_true",
+        default=default(False),
+        help="stop (exit 3) when a piped prompt line looks like an answer to an approval",
+    )
+    parser.add_argument(
+        "--transcript",
+        type=Path,
+        default=default(None),
+        metavar="FILE",
+        help="write one JSON event per line: what a regression run compares",
+    )
+    replay = parser.add_mutually_exclusive_group()
+    replay.add_argument(
+        "--record",
+        type=Path,
+        default=default(None),
+        metavar="FILE",
+        help="save every model request's essentials and the model's response (a cassette)",
+    )
+    replay.add_argument(
+        "--replay",
+        type=Path,
+        default=default(None),
+        metavar="FILE",
+        help="answer from a cassette instead of LM Studio; exit 4 when the run drifts from it",
+    )
 
 
 @dataclass(frozen=True)
@@ -181,7 +214,9 @@ class Command:
         return getattr(importlib.import_module(self.module), function)
 
 
-COMMANDS: list[Command] = []
+COMMANDS: list[Command] = [
+    Command("regress", "replay every recorded case in DIR and compare transcripts", "regress"),
+]
 
 
 def settings_from_args(args: argparse.Namespace) -> Settings:
@@ -193,6 +228,10 @@ def settings_from_args(args: argparse.Namespace) -> Settings:
         thread=args.thread,
         verbose=args.verbose,
         read_only=args.read_only,
+        strict=args.strict,
+        transcript=args.transcript,
+        record=args.record,
+        replay=args.replay,
     )
 
 
@@ -236,10 +275,11 @@ async def first_listed_model(base_url: str) -> str:
     return str(models[0]["id"])
 
 
-def make_chat_model(base_url: str, model: str) -> ChatOpenAI:
+def make_chat_model(base_url: str, model: str, callbacks: list[Any] | None = None) -> ChatOpenAI:
     from langchain_openai import ChatOpenAI
 
     return ChatOpenAI(
+        callbacks=callbacks,
         base_url=base_url,
         api_key="lm-studio",  # LM Studio ignores the key, the client insists on one
         model=model,

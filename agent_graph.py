@@ -366,6 +366,9 @@ def main(argv: list[str] | None = None) -> int:
         if isinstance(error, StartupError):
             print(f"fsagent: {error}", file=sys.stderr)
             return 2
+        if type(error).__name__ == "ReplayMismatch":  # not imported unless --replay ran
+            print(f"fsagent: replay mismatch at {error}", file=sys.stderr)
+            return 4
         if settings.verbose:
             raise
         from display import describe_error
@@ -390,20 +393,17 @@ def first_leaf(error: BaseException) -> BaseException:
 
 async def _run(settings: Any) -> int:
     import display
-    from agent import check_roots, first_listed_model, make_chat_model, open_tools
+    from agent import check_roots, open_tools
 
     roots = check_roots(settings.roots)
     # Ask LM Studio for its models while our server starts: both are waits, neither needs
     # the other.
-    model_name = asyncio.ensure_future(first_listed_model(settings.base_url))
+    model_ready = asyncio.ensure_future(load_model(settings))
     try:
         async with open_tools(
             roots, read_only=settings.read_only, verbose=settings.verbose
         ) as tools:
-            name = settings.model or await model_name
-            if settings.model:
-                await model_name  # still fail early and clearly when LM Studio is down
-            model = make_chat_model(settings.base_url, name)
+            model = await model_ready
             async with open_checkpointer(settings.db) as saver:
                 if settings.read_only:
                     from agent import build_read_only_agent
@@ -413,7 +413,27 @@ async def _run(settings: Any) -> int:
                     app = build_graph(model, tools, saver)
                 return await display.run_session(app, settings, tools)
     finally:
-        model_name.cancel()
+        model_ready.cancel()
+
+
+async def load_model(settings: Any) -> Any:
+    """LM Studio's chat model, checked reachable now rather than at the first prompt; or,
+    under --replay, a cassette's, which touches no network."""
+    from agent import first_listed_model, make_chat_model
+
+    if settings.replay:
+        from cassette import ReplayChatModel, load_cassette
+
+        name, steps = load_cassette(settings.replay)
+        return ReplayChatModel(steps=steps, model_name=name)
+    listed = await first_listed_model(settings.base_url)
+    name = settings.model or listed
+    callbacks = None
+    if settings.record:
+        from cassette import Recorder
+
+        callbacks = [Recorder(settings.record, name)]
+    return make_chat_model(settings.base_url, name, callbacks)
 
 
 if __name__ == "__main__":

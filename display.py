@@ -80,6 +80,7 @@ class Terminal:
     streaming: bool = False  # in the middle of a line of model text
     # Where `event()` records what happened, for --transcript; None records nothing.
     transcript: TextIO | None = None
+    redactions: list[tuple[str, str]] = field(default_factory=list)
 
     def event(self, kind: str, **fields: Any) -> None:
         """One transcript event: `prompt`, `route`, `tool_call`, `approval_request`,
@@ -89,8 +90,10 @@ class Terminal:
             return
         import json
 
-        record = {"event": kind, **fields}
-        self.transcript.write(json.dumps(record, ensure_ascii=False, sort_keys=True) + "\n")
+        line = json.dumps({"event": kind, **fields}, ensure_ascii=False, sort_keys=True)
+        for path, name in self.redactions:
+            line = line.replace(json.dumps(path)[1:-1], name)
+        self.transcript.write(line + "\n")
         self.transcript.flush()
 
     def say(self, text: str = "") -> None:
@@ -128,30 +131,6 @@ class Terminal:
 
 
 # --- what a step shows -----------------------------------------------------------------------
-
-
-def show_update(term: Terminal, node: str, update: Any) -> None:
-    from langchain_core.messages import AIMessage, ToolMessage
-
-    if not isinstance(update, dict):
-        return
-    if node == "router" and "route" in update:
-        term.say(f"⇢ route: {update['route']}")
-    for message in update.get("messages") or []:
-        if isinstance(message, AIMessage):
-            # Model text was already streamed; our own messages (the step limit) were not.
-            if message.content and not term.streaming:
-                term.say(f"agent> {message.content}")
-            for call in message.tool_calls:
-                term.say(f"→ {format_call(call['name'], call['args'])}")
-            for invalid in message.invalid_tool_calls:
-                term.say(f"→ {invalid.get('name') or '?'}(…) ✗ arguments are not valid JSON")
-        elif isinstance(message, ToolMessage):
-            from agent_graph import content_text
-
-            mark = "✗ " if message.status == "error" else ""
-            term.say(f"← {mark}{format_result(content_text(message.content))}")
-    term.end_stream()
 
 
 def _is_model_text(message: Any, node: str) -> bool:
@@ -212,6 +191,9 @@ def review(term: Terminal, payload: dict[str, Any]) -> dict[str, Any] | None:
     term.say("⚠ Approval needed. The agent wants to run:")
     for number, call in enumerate(payload["calls"], 1):
         term.say(f"  {number}. {format_call(call['name'], call['args'])}")
+    term.event(
+        "approval_request", calls=[{"tool": c["name"], "args": c["args"]} for c in payload["calls"]]
+    )
     answer = term.ask("Approve? [y/N] ")
     if answer is None:
         return None
@@ -219,6 +201,9 @@ def review(term: Terminal, payload: dict[str, Any]) -> dict[str, Any] | None:
     decision = (
         {"type": "approve"} if approved else {"type": "reject", "message": "the person said no"}
     )
+    by = "piped" if term.piped else "person"
+    for call in payload["calls"]:
+        term.event("decision", tool=call["name"], decision=decision["type"], by=by)
     return {"decisions": {call["id"]: dict(decision) for call in payload["calls"]}}
 
 
@@ -259,7 +244,9 @@ class Session:
     base_url: str
     interrupter: TurnInterrupter
     verbose: bool = False
+    strict: bool = False
     errors: int = 0
+    call_names: dict[str, str] = field(default_factory=dict)
 
     async def stream(self, graph_input: Any) -> bool:
         """Run the graph until it ends or pauses; False if it was cut off or failed."""
@@ -272,13 +259,61 @@ class Session:
             self.term.say("⨯ interrupted: what finished is kept; the thread takes a new prompt.")
             return False
         except Exception as error:
-            if self.verbose:
-                raise
+            if self.verbose or type(error).__name__ == "ReplayMismatch":
+                self.term.event("error", text=str(error))
+                raise  # a replay that drifted ends the run (exit 4); see agent_graph.main
             self.errors += 1
-            self.term.say(f"error: {describe_error(error, self.base_url)}")
+            line = describe_error(error, self.base_url)
+            self.term.say(f"error: {line}")
+            self.term.event("error", text=line)
             return False
         finally:
             self.interrupter.turn = None
+
+    def show(self, node: str, update: Any) -> None:
+        """What one step added: the route, tool calls, results, and model text not yet shown."""
+        from langchain_core.messages import AIMessage, ToolMessage
+
+        if not isinstance(update, dict):
+            return
+        if node == "router" and "route" in update:
+            self.term.say(f"⇢ route: {update['route']}")
+            self.term.event("route", route=update["route"])
+        for message in update.get("messages") or []:
+            if isinstance(message, AIMessage):
+                self.show_model_message(message)
+            elif isinstance(message, ToolMessage):
+                self.show_tool_result(message)
+        self.term.end_stream()
+
+    def show_model_message(self, message: Any) -> None:
+        # Model text was already streamed; our own messages (the step limit) were not.
+        if message.content and not self.term.streaming:
+            self.term.say(f"agent> {message.content}")
+        if message.content:
+            self.term.event("answer", text=str(message.content))
+        for call in message.tool_calls:
+            self.call_names[call["id"]] = call["name"]
+            self.term.say(f"→ {format_call(call['name'], call['args'])}")
+            self.term.event("tool_call", tool=call["name"], args=call["args"])
+        for invalid in message.invalid_tool_calls:
+            name = invalid.get("name") or "?"
+            self.call_names[invalid.get("id") or ""] = name
+            self.term.say(f"→ {name}(…) ✗ arguments are not valid JSON")
+            self.term.event("tool_call", tool=name, args=None, error="arguments are not valid JSON")
+
+    def show_tool_result(self, message: Any) -> None:
+        from agent_graph import content_text
+
+        text = content_text(message.content)
+        failed = message.status == "error"
+        self.term.say(f"← {'✗ ' if failed else ''}{format_result(text)}")
+        self.term.event(
+            "tool_result",
+            tool=self.call_names.get(message.tool_call_id, "?"),
+            status="error" if failed else "ok",
+            text=text,
+        )
 
     async def _stream(self, graph_input: Any) -> None:
         async for mode, chunk in self.app.astream(
@@ -294,7 +329,7 @@ class Session:
             else:
                 for node, update in chunk.items():
                     if node != "__interrupt__":
-                        show_update(self.term, node, update)
+                        self.show(node, update)
 
     async def settle_approvals(self) -> bool:
         """Ask about every pending approval in turn; False if the thread is left paused."""
@@ -314,6 +349,7 @@ class Session:
 
         from approval import new_id
 
+        self.term.event("prompt", text=prompt)
         message = HumanMessage(content=prompt, id=new_id("human"))
         if not await self.stream({"messages": [message]}):
             return True
@@ -321,11 +357,10 @@ class Session:
 
 
 async def run_session(app: Any, settings: Any, tools: list[Any]) -> int:
-    """The read-eval loop. Returns the exit code: 0, 1 after an error, 3 if left paused."""
+    """The read-eval loop. Returns the exit code (see agent.EXIT_CODES)."""
     from agent import StartupError
     from agent_graph import recursion_limit
 
-    term = Terminal()
     config: dict[str, Any] = {
         "configurable": {"thread_id": settings.thread},
         "recursion_limit": recursion_limit(),
@@ -337,25 +372,77 @@ async def run_session(app: Any, settings: Any, tools: list[Any]) -> int:
             f"thread '{settings.thread}' cannot be resumed: {reason}. Nothing was run; "
             "open another --thread"
         )
-    term.say(banner(snapshot, len(tools), settings.thread))
-    term.say("Type a prompt, or 'quit'.")
-    with TurnInterrupter(asyncio.get_running_loop()) as interrupter:
-        session = Session(app, config, term, settings.base_url, interrupter, settings.verbose)
-        if not await session.settle_approvals():
-            return 3
-        return await _prompt_loop(session, term.ask)
+    with open_transcript(settings) as transcript:
+        term = Terminal(transcript=transcript, redactions=root_redactions(settings.roots))
+        term.say(banner(snapshot, len(tools), settings.thread))
+        term.say("Type a prompt, or 'quit'.")
+        with TurnInterrupter(asyncio.get_running_loop()) as interrupter:
+            session = Session(
+                app,
+                config,
+                term,
+                settings.base_url,
+                interrupter,
+                verbose=settings.verbose,
+                strict=settings.strict,
+            )
+            if not await session.settle_approvals():
+                return 3
+            return await _prompt_loop(session, term.ask)
+
+
+def open_transcript(settings: Any) -> Any:
+    from contextlib import nullcontext
+
+    from agent import StartupError
+
+    if settings.transcript is None:
+        return nullcontext(None)
+    try:
+        return settings.transcript.open("w", encoding="utf-8")
+    except OSError as error:
+        raise StartupError(f"--transcript {settings.transcript}: {error.strerror}") from error
+
+
+def root_redactions(roots: list[Any]) -> list[tuple[str, str]]:
+    """Temp folders differ from run to run; a transcript names them by role instead."""
+    import os
+
+    names = ["<root>"] + [f"<root{n}>" for n in range(2, len(roots) + 1)]
+    pairs = [(os.path.realpath(root), name) for root, name in zip(roots, names, strict=True)]
+    pairs += [(str(root), name) for root, name in zip(roots, names, strict=True)]
+    return sorted(set(pairs), key=lambda pair: -len(pair[0]))
+
+
+# A bare answer typed at the prompt almost always belongs to an approval that did not come
+# (the model skipped the call): sending it to the model could make it act on its own.
+ANSWER_WORDS = frozenset({"y", "yes", "n", "no", "a", "e"})
+
+
+def looks_like_an_answer(line: str) -> bool:
+    lowered = line.strip().lower()
+    return lowered in ANSWER_WORDS or lowered.startswith(("n:", "e:", "no:"))
 
 
 async def _prompt_loop(session: Session, ask: Callable[[str], str | None]) -> int:
+    term = session.term
     while True:
         try:
             line = ask("you> ")
         except KeyboardInterrupt:
-            session.term.say()
+            term.say()
             return 130
         if line is None or line.strip().lower() in QUIT_WORDS:
             return 1 if session.errors else 0
         if not line.strip():
+            continue
+        if looks_like_an_answer(line):
+            warning = f"not sent to the model: {line.strip()!r} looks like an approval answer, "
+            warning += "but nothing is waiting for approval"
+            term.say(f"⚠ {warning}")
+            term.event("warning", text=warning)
+            if session.strict:
+                return 3
             continue
         if not await session.turn(line.strip()):
             return 3
