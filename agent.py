@@ -312,7 +312,6 @@ async def open_tools(
     `MultiServerMCPClient.get_tools()` would start a new server process for every call; a
     session held here makes a tool call one round trip on an open pipe.
     """
-    from langchain_mcp_adapters.tools import load_mcp_tools
     from mcp import ClientSession, StdioServerParameters
     from mcp.client.stdio import stdio_client
 
@@ -322,6 +321,10 @@ async def open_tools(
     # Opening /dev/null does not block, whatever ASYNC230 fears.
     with nullcontext(sys.stderr) if verbose else open(os.devnull, "w") as errlog:  # noqa: ASYNC230
         async with stdio_client(params, errlog=errlog) as (read, write):
+            # The server process is starting on another core; import what loading its
+            # tools needs meanwhile.
+            from langchain_mcp_adapters.tools import load_mcp_tools
+
             async with ClientSession(read, write) as session:
                 await session.initialize()
                 yield await load_mcp_tools(session)

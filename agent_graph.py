@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import asyncio
 import sys
-from collections.abc import AsyncIterator, Sequence
+from collections.abc import AsyncIterator, Callable, Sequence
 from contextlib import asynccontextmanager
 from pathlib import Path
 from typing import TYPE_CHECKING, Annotated, Any, TypedDict
@@ -31,8 +31,8 @@ from agent import (
 )
 
 if TYPE_CHECKING:
+    from langchain_core.language_models.chat_models import BaseChatModel
     from langchain_core.tools import BaseTool
-    from langchain_openai import ChatOpenAI
     from langgraph.checkpoint.sqlite.aio import AsyncSqliteSaver
 
 # One request may take this many model calls before the turn is stopped for the person.
@@ -148,7 +148,7 @@ def parse_route(text: str) -> str:
 
 
 def build_graph(
-    model: ChatOpenAI,
+    model: Callable[[], BaseChatModel],
     tools: list[BaseTool],
     checkpointer: AsyncSqliteSaver | None,
     *,
@@ -165,19 +165,21 @@ def build_graph(
 
     async def router(state: AgentState) -> dict[str, Any]:
         question = _last_human_text(state)
-        answer = await model.ainvoke([SystemMessage(ROUTER_PROMPT), HumanMessage(question)])
+        answer = await model().ainvoke([SystemMessage(ROUTER_PROMPT), HumanMessage(question)])
         return {"route": parse_route(str(answer.content)), "model_calls": 0, "approvals": {}}
 
     def make_agent(group: str) -> Any:
-        bound = model.bind_tools(tools_for_group(tools, group), tool_choice="auto")
+        bound: list[Any] = []  # bound on first use: the model is built at the first prompt
 
         async def agent(state: AgentState) -> dict[str, Any]:
+            if not bound:
+                bound.append(model().bind_tools(tools_for_group(tools, group), tool_choice="auto"))
             calls = state.get("model_calls", 0)
             if calls >= max_model_calls:
                 return {"messages": [_step_limit_message(max_model_calls)]}
             request = [SystemMessage(SYSTEM_PROMPT)]
             request += messages_for_model(state.get("messages", []))
-            response = await bound.ainvoke(request)
+            response = await bound[0].ainvoke(request)
             _give_ids(response)
             return {"messages": [response], "model_calls": calls + 1}
 
@@ -408,7 +410,7 @@ async def _run(settings: Any) -> int:
                 if settings.read_only:
                     from agent import build_read_only_agent
 
-                    app = build_read_only_agent(model, tools, saver, ReadOnlyState)
+                    app = build_read_only_agent(model(), tools, saver, ReadOnlyState)
                 else:
                     app = build_graph(model, tools, saver)
                 return await display.run_session(app, settings, tools)
@@ -416,25 +418,50 @@ async def _run(settings: Any) -> int:
         model_ready.cancel()
 
 
-async def load_model(settings: Any) -> Any:
-    """LM Studio's chat model, checked reachable now rather than at the first prompt; or,
-    under --replay, a cassette's, which touches no network."""
+async def load_model(settings: Any) -> Callable[[], BaseChatModel]:
+    """The chat model, as a function that builds it at the first prompt.
+
+    LM Studio is checked reachable now rather than at the first prompt; the client itself
+    (langchain_openai imports all of the openai SDK) is imported in the background while the
+    person reads the banner. Under --replay the model is a cassette's and touches no network.
+    """
+    import functools
+
     from agent import first_listed_model, make_chat_model
 
     if settings.replay:
         from cassette import ReplayChatModel, load_cassette
 
         name, steps = load_cassette(settings.replay)
-        return ReplayChatModel(steps=steps, model_name=name)
+        replay = ReplayChatModel(steps=steps, model_name=name)
+        return lambda: replay
     listed = await first_listed_model(settings.base_url)
     name = settings.model or listed
-    callbacks = None
-    if settings.record:
-        from cassette import Recorder
+    import_in_background("langchain_openai")
 
-        callbacks = [Recorder(settings.record, name)]
-    return make_chat_model(settings.base_url, name, callbacks)
+    @functools.cache
+    def chat_model() -> BaseChatModel:
+        callbacks = None
+        if settings.record:
+            from cassette import Recorder
+
+            callbacks = [Recorder(settings.record, name)]
+        return make_chat_model(settings.base_url, name, callbacks)
+
+    return chat_model
+
+
+def import_in_background(module: str) -> None:
+    """Import a module on a thread; a later import of it waits for this one to finish."""
+    import importlib
+    import threading
+
+    threading.Thread(target=importlib.import_module, args=(module,), daemon=True).start()
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    # Run the importable module's main, not this __main__ copy: LangGraph resolves the state
+    # schemas' annotations through their module, which must be `agent_graph`.
+    from agent_graph import main as agent_main
+
+    sys.exit(agent_main())
