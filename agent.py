@@ -7,10 +7,11 @@ Everything heavy (langchain, the MCP SDK) is imported inside the functions that 
 from __future__ import annotations
 
 import argparse
+import asyncio
 import os
 import sys
 from collections.abc import AsyncIterator
-from contextlib import asynccontextmanager, nullcontext
+from contextlib import asynccontextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -310,24 +311,22 @@ async def open_tools(
     """Start our MCP server once and keep its one session open while the agent runs.
 
     `MultiServerMCPClient.get_tools()` would start a new server process for every call; a
-    session held here makes a tool call one round trip on an open pipe.
+    session held here makes a tool call one round trip on an open pipe. The process starts
+    before the MCP SDK is imported here, so the two imports overlap (see mcp_stdio).
     """
-    from mcp import ClientSession, StdioServerParameters
-    from mcp.client.stdio import stdio_client
+    from mcp_stdio import session_streams, start_server
 
     command, args, env = server_command(roots, read_only)
-    params = StdioServerParameters(command=command, args=args, env=env, cwd=str(roots[0]))
     # The server logs to stderr; the person sees it only with --verbose.
-    # Opening /dev/null does not block, whatever ASYNC230 fears.
-    with nullcontext(sys.stderr) if verbose else open(os.devnull, "w") as errlog:  # noqa: ASYNC230
-        async with stdio_client(params, errlog=errlog) as (read, write):
-            # The server process is starting on another core; import what loading its
-            # tools needs meanwhile.
-            from langchain_mcp_adapters.tools import load_mcp_tools
+    errlog = None if verbose else asyncio.subprocess.DEVNULL
+    process = await start_server(command, args, env, str(roots[0]), errlog)
+    from langchain_mcp_adapters.tools import load_mcp_tools
+    from mcp import ClientSession
 
-            async with ClientSession(read, write) as session:
-                await session.initialize()
-                yield await load_mcp_tools(session)
+    async with session_streams(process) as (read, write):
+        async with ClientSession(read, write) as session:
+            await session.initialize()
+            yield await load_mcp_tools(session)
 
 
 def tools_for_group(tools: list[BaseTool], group: str) -> list[BaseTool]:

@@ -422,8 +422,9 @@ async def load_model(settings: Any) -> Callable[[], BaseChatModel]:
     """The chat model, as a function that builds it at the first prompt.
 
     LM Studio is checked reachable now rather than at the first prompt; the client itself
-    (langchain_openai imports all of the openai SDK) is imported in the background while the
-    person reads the banner. Under --replay the model is a cassette's and touches no network.
+    (langchain_openai imports all of the openai SDK) is imported at the first prompt, or on a
+    terminal in the background while the person types. Under --replay the model is a
+    cassette's and touches no network.
     """
     import functools
 
@@ -437,7 +438,10 @@ async def load_model(settings: Any) -> Callable[[], BaseChatModel]:
         return lambda: replay
     listed = await first_listed_model(settings.base_url)
     name = settings.model or listed
-    import_in_background("langchain_openai")
+    if sys.stdin.isatty():
+        # A person reads the banner and types; a pipe's first line is there at once, and a
+        # `quit` would only wait for the import to finish.
+        import_in_background("langchain_openai")
 
     @functools.cache
     def chat_model() -> BaseChatModel:
