@@ -176,7 +176,7 @@ def build_graph(
     from audit import rows_for
     from policy import Policy
 
-    policy = policy or Policy(roots=(Path.cwd(),))
+    policy = policy or Policy(roots=(Path.cwd().resolve(),))  # no rules: every write asks
     tools_by_name = {tool.name: tool for tool in tools}
     schemas = {tool.name: _input_schema(tool) for tool in tools}
 
