@@ -92,7 +92,11 @@ class Settings:
     transcript: Path | None = None
     record: Path | None = None
     replay: Path | None = None
+    approve: str = "ask"  # ask | yes | no: who decides writes no rule decides
+    policy: Path | None = None  # --policy FILE; None: fsagent.toml in the first root, if any
 
+
+APPROVE_MODES: tuple[str, ...] = ("ask", "yes", "no")
 
 EXIT_CODES = (
     "exit codes: 0 finished; 1 error during the run; 2 cannot start (bad flags, LM Studio "
@@ -154,14 +158,29 @@ def add_agent_options(parser: argparse.ArgumentParser, *, suppress: bool = False
         default=default(Path(os.environ.get("FSAGENT_DB", "threads.db"))),
         help="the SQLite file that keeps threads (env FSAGENT_DB; default ./threads.db)",
     )
+    # None, not "default", so a command can tell "no --thread" (every thread) from a name.
     parser.add_argument(
-        "--thread", default=default("default"), help="conversation name (default: default)"
+        "--thread", default=default(None), help="conversation name (default: default)"
     )
     parser.add_argument(
         "--read-only",
         action="store_true",
         default=default(False),
         help="offer the model no write tool at all (the server registers none)",
+    )
+    parser.add_argument(
+        "--approve",
+        choices=APPROVE_MODES,
+        default=default("ask"),
+        help="who decides writes that no rule decides: ask you (default), yes to all, "
+        "or no to all (read-only sessions, CI); a deny rule holds in every mode",
+    )
+    parser.add_argument(
+        "--policy",
+        type=Path,
+        default=default(None),
+        metavar="FILE",
+        help="approval rules (TOML, [[rule]] tables; default: fsagent.toml in the first root)",
     )
     parser.add_argument(
         "--verbose",
@@ -217,6 +236,7 @@ class Command:
 
 COMMANDS: list[Command] = [
     Command("regress", "replay every recorded case in DIR and compare transcripts", "regress"),
+    Command("audit", "print every approval decision (who decided what, and why)", "audit"),
 ]
 
 
@@ -226,13 +246,15 @@ def settings_from_args(args: argparse.Namespace) -> Settings:
         model=args.model,
         roots=[Path(r).expanduser() for r in (args.root or [Path.cwd()])],
         db=Path(args.db).expanduser(),
-        thread=args.thread,
+        thread=args.thread or "default",
         verbose=args.verbose,
         read_only=args.read_only,
         strict=args.strict,
         transcript=args.transcript,
         record=args.record,
         replay=args.replay,
+        approve=args.approve,
+        policy=Path(args.policy).expanduser() if args.policy else None,
     )
 
 

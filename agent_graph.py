@@ -4,8 +4,8 @@ and the `fsagent` command line.
     router ─► agent_<route> ─► after_agent ─┬─► END           (no tool calls)
                                              ├─► tools         (read calls only)
                                              └─► approve       (any write call)
-    approve ── interrupt(payload) ── Command(goto="tools" | "agent_<route>")
-    tools ─► agent_<route>
+    approve ── rules, mode, grants; interrupt(payload) for the rest ── Command(goto="tools")
+    tools ─► agent_<route>       (writes the audit rows, then runs what was approved)
 """
 
 from __future__ import annotations
@@ -32,8 +32,16 @@ from agent import (
 
 if TYPE_CHECKING:
     from langchain_core.language_models.chat_models import BaseChatModel
+    from langchain_core.runnables import RunnableConfig
     from langchain_core.tools import BaseTool
     from langgraph.checkpoint.sqlite.aio import AsyncSqliteSaver
+
+    from audit import AuditLog
+    from policy import Policy
+
+# The node whose name updates made between turns (revoking a grant) are recorded under. It
+# never runs; it leads to END, so an update as it schedules nothing.
+PERSON_UPDATE = "person_update"
 
 # One request may take this many model calls before the turn is stopped for the person.
 MAX_MODEL_CALLS_PER_TURN = 25
@@ -70,6 +78,9 @@ class AgentState(TypedDict, total=False):
     model_calls: int
     # call id -> approval record, for the batch under review; only `approve` writes it.
     approvals: dict[str, dict[str, Any]]
+    # The person's "a" answers: a tool and a folder each. Written by `approve` when granted,
+    # and by `person_update` when revoked; they end with the thread.
+    grants: list[dict[str, str]]
 
 
 class ReadOnlyState(TypedDict, total=False):
@@ -152,6 +163,9 @@ def build_graph(
     tools: list[BaseTool],
     checkpointer: AsyncSqliteSaver | None,
     *,
+    policy: Policy | None = None,
+    mode: str = "ask",
+    audit: AuditLog | None = None,
     max_model_calls: int = MAX_MODEL_CALLS_PER_TURN,
 ) -> Any:
     from langchain_core.messages import HumanMessage, SystemMessage
@@ -159,7 +173,10 @@ def build_graph(
     from langgraph.types import Command, interrupt
 
     import approval
+    from audit import rows_for
+    from policy import Policy
 
+    policy = policy or Policy(roots=(Path.cwd().resolve(),))  # no rules: every write asks
     tools_by_name = {tool.name: tool for tool in tools}
     schemas = {tool.name: _input_schema(tool) for tool in tools}
 
@@ -196,25 +213,46 @@ def build_graph(
         return "tools"
 
     def approve(state: AgentState) -> Command:
-        # Runs again from the top on resume: nothing before interrupt() may have an effect.
+        # Runs again from the top on resume: nothing before interrupt() may have an effect,
+        # and what rules, mode and grants decide must come out the same both times.
         message = last_ai_message(state)
         assert message is not None, "approve is only reached after a model message"
-        route = state.get("route", "general")
+        grants = list(state.get("grants") or [])
         calls = approval.writes_to_review(message, schemas)
-        answer = interrupt(approval.approval_payload(route, calls))
-        approvals = approval.record_decisions(answer, calls, schemas)
-        answers = [
-            approval.answer_without_running(call, approvals, schemas) for call in message.tool_calls
-        ]
-        if any(answer is None for answer in answers):
-            return Command(goto="tools", update={"approvals": approvals})
-        rejections = answers + [approval.answer_invalid_call(c) for c in message.invalid_tool_calls]
-        return Command(goto=f"agent_{route}", update={"approvals": {}, "messages": rejections})
+        approvals = {}
+        for call in calls:
+            record = approval.decide_without_person(call, policy, mode, grants)
+            if record is not None:
+                approvals[call["id"]] = record
+        for_person = [call for call in calls if call["id"] not in approvals]
+        if for_person:
+            payload = approval.approval_payload(state.get("route", "general"), for_person)
+            decided = approval.record_decisions(interrupt(payload), for_person, schemas)
+            approvals |= decided
+            grants += new_grants(for_person, decided, grants)
+        # Always through `tools`: it records every decision in the audit log, answers each
+        # call (rejections included) and runs the reads beside them.
+        return Command(goto="tools", update={"approvals": approvals, "grants": grants})
 
-    async def run_tools(state: AgentState) -> dict[str, Any]:
+    def new_grants(
+        calls: list[dict[str, Any]], decided: dict[str, Any], grants: list[dict[str, str]]
+    ) -> list[dict[str, str]]:
+        added: list[dict[str, str]] = []
+        for call in calls:
+            if decided[call["id"]].get("decision") != "grant":
+                continue
+            grant = policy.grant_for(call)
+            if grant is not None and grant not in grants + added:
+                added.append(grant)
+        return added
+
+    async def run_tools(state: AgentState, config: RunnableConfig) -> dict[str, Any]:
         message = last_ai_message(state)
         assert message is not None, "tools is only reached after a model message"
         approvals = state.get("approvals") or {}
+        if audit is not None:
+            thread = str(config.get("configurable", {}).get("thread_id", ""))
+            await audit.record(rows_for(thread, message, approvals))
         results = []
         for call in message.tool_calls:
             refusal = approval.answer_without_running(call, approvals, schemas)
@@ -230,10 +268,10 @@ def build_graph(
     for group in ROUTES:
         graph.add_node(f"agent_{group}", make_agent(group))
         graph.add_conditional_edges(f"agent_{group}", after_agent, ["approve", "tools", END])
-    graph.add_node(
-        "approve", approve, destinations=("tools", *(f"agent_{group}" for group in ROUTES))
-    )
+    graph.add_node("approve", approve, destinations=("tools",))
     graph.add_node("tools", run_tools)
+    graph.add_node(PERSON_UPDATE, lambda state: {})
+    graph.add_edge(PERSON_UPDATE, END)
     graph.add_edge(START, "router")
     graph.add_conditional_edges(
         "router", lambda state: f"agent_{state['route']}", [f"agent_{g}" for g in ROUTES]
@@ -396,8 +434,11 @@ def first_leaf(error: BaseException) -> BaseException:
 async def _run(settings: Any) -> int:
     import display
     from agent import check_roots, open_tools
+    from policy import load_policy
 
     roots = check_roots(settings.roots)
+    # Rules are read once, before anything starts: a bad file stops fsagent here.
+    policy = load_policy(settings.policy, roots)
     # Ask LM Studio for its models while our server starts: both are waits, neither needs
     # the other.
     model_ready = asyncio.ensure_future(load_model(settings))
@@ -412,8 +453,14 @@ async def _run(settings: Any) -> int:
 
                     app = build_read_only_agent(model(), tools, saver, ReadOnlyState)
                 else:
-                    app = build_graph(model, tools, saver)
-                return await display.run_session(app, settings, tools)
+                    from audit import AuditLog
+
+                    audit = AuditLog(saver)
+                    await audit.create_table()
+                    app = build_graph(
+                        model, tools, saver, policy=policy, mode=settings.approve, audit=audit
+                    )
+                return await display.run_session(app, settings, tools, policy)
     finally:
         model_ready.cancel()
 

@@ -14,12 +14,16 @@ from typing import Any
 from langchain_core.messages import AIMessage, ToolMessage
 
 from agent import WRITE_TOOLS
+from policy import Grant, Policy
 
 APPROVAL_KIND = "approval"
 APPROVAL_VERSION = 1
 ALL_DECISIONS: tuple[str, ...] = ("approve", "edit", "reject")
 # A delete has nothing to edit that would not be a different call; approve or reject it.
 LIMITED_DECISIONS: dict[str, tuple[str, ...]] = {"delete": ("approve", "reject")}
+
+# Who decided a call. The display says whether a person typed it or a pipe supplied it.
+PERSON_SOURCES: tuple[str, ...] = ("person", "piped")
 
 ToolCall = dict[str, Any]
 Decision = dict[str, Any]
@@ -105,29 +109,85 @@ def record_decisions(
     """Turn a resume value into one approval record per call, failing closed.
 
     Records have `type` "approve" (with `args` when the person edited them) or "reject"
-    (with a `message`). A missing, malformed or disallowed decision is a rejection.
+    (with a `message`), plus what the audit needs: `tool`, the `decision` as given
+    (approve, edit, grant or reject) and `by` (person or piped). A missing, malformed or
+    disallowed decision is a rejection.
     """
     given = answer.get("decisions") if isinstance(answer, dict) else None
     given = given if isinstance(given, dict) else {}
-    return {call["id"]: record_one(given.get(call["id"]), call, schemas) for call in calls}
+    records = {}
+    for call in calls:
+        decision = given.get(call["id"])
+        record = record_one(decision, call, schemas)
+        record["tool"] = call["name"]
+        record["by"] = decided_by(decision)
+        records[call["id"]] = record
+    return records
+
+
+def decided_by(decision: Any) -> str:
+    by = decision.get("by") if isinstance(decision, dict) else None
+    return by if by in PERSON_SOURCES else "person"
 
 
 def record_one(decision: Any, call: ToolCall, schemas: dict[str, dict[str, Any]]) -> Decision:
     if not isinstance(decision, dict):
-        return {"type": "reject", "message": "no decision was given, so it was not run"}
+        return rejected("no decision was given, so it was not run")
     kind = decision.get("type")
     if kind not in allowed_decisions(call["name"]):
-        return {"type": "reject", "message": f"{kind!r} is not a decision allowed for this call"}
+        return rejected(f"{kind!r} is not a decision allowed for this call")
     if kind == "approve":
-        return {"type": "approve"}
+        granted = decision.get("grant") is True
+        return {"type": "approve", "decision": "grant" if granted else "approve"}
     if kind == "edit":
         args = decision.get("args")
         problem = call_problem({"name": call["name"], "args": args}, schemas)
         if problem:
-            return {"type": "reject", "message": f"the person's edit could not run: {problem}"}
-        return {"type": "approve", "args": args, "edited": True}
+            return rejected(f"the person's edit could not run: {problem}")
+        return {"type": "approve", "decision": "edit", "args": args, "edited": True}
     message = decision.get("message")
-    return {"type": "reject", "message": str(message) if message else ""}
+    return rejected(str(message) if message else "")
+
+
+def rejected(message: str) -> Decision:
+    return {"type": "reject", "decision": "reject", "message": message}
+
+
+# --- decisions no person is asked for -------------------------------------------------------
+
+
+def decide_without_person(
+    call: ToolCall, policy: Policy, mode: str, grants: list[Grant]
+) -> Decision | None:
+    """The record for a call that rules, the --approve mode or a grant decide; None if the
+    person must. Precedence: a deny rule, then --approve no, then an allow rule, then
+    --approve yes, then a grant; everything else (an ask rule, no rule) asks the person.
+    Pure: the same state and policy always give the same answer.
+    """
+    verdict = policy.judge(call["name"], call["args"])
+    if verdict.decision == "deny" and verdict.rule is not None:
+        return auto(call, "reject", "rule", f"denied by {verdict.rule.describe()}")
+    if mode == "no":
+        return auto(call, "reject", "mode", "fsagent runs with --approve no: no write runs")
+    if verdict.decision == "allow" and verdict.rule is not None:
+        return auto(call, "approve", "rule", f"allowed by {verdict.rule.describe()}")
+    if mode == "yes":
+        return auto(call, "approve", "mode", "fsagent runs with --approve yes")
+    grant = policy.covering_grant(call, grants)
+    if grant is not None:
+        return auto(call, "approve", "grant", f"granted: {describe_grant(grant)}")
+    return None
+
+
+def auto(call: ToolCall, kind: str, by: str, reason: str) -> Decision:
+    record = {"type": kind, "decision": kind, "tool": call["name"], "by": by, "reason": reason}
+    if kind == "reject":
+        record["message"] = reason
+    return record
+
+
+def describe_grant(grant: Grant) -> str:
+    return f"{grant['tool']} inside {grant['shown']}"
 
 
 def is_approved(record: Any) -> bool:
@@ -147,21 +207,36 @@ def tool_message(call_id: str, content: str, *, error: bool = False) -> ToolMess
     )
 
 
-def rejection_text(call: ToolCall, reason: str) -> str:
-    text = f"Not done: the person rejected {call['name']}; nothing was changed."
-    if reason:
-        text += f" Their reason: {reason}."
+def rejection_text(call: ToolCall, reason: str, by: str = "person") -> str:
+    if by in ("rule", "mode"):
+        text = f"Not done: {call['name']} was {reason}; nothing was changed."
+    else:
+        text = f"Not done: the person rejected {call['name']}; nothing was changed."
+        if reason:
+            text += f" Their reason: {reason}."
     return text + " Do not retry this call; ask the person what they want instead."
 
 
 def edited_preamble(call: ToolCall, edited_args: dict[str, Any]) -> str:
-    changed = {k: v for k, v in edited_args.items() if call["args"].get(k) != v}
-    dropped = [k for k in call["args"] if k not in edited_args]
-    parts = [f"{k}={v!r}" for k, v in changed.items()] + [f"without {k}" for k in dropped]
+    """Tells the model the person changed its call, and how, so it reports the edited result
+    and does not redo (or "correct") the original."""
+    import json
+
+    def shown(value: Any) -> str:
+        text = json.dumps(value, ensure_ascii=False)
+        return text if len(text) <= 200 else f"{text[:200]}… ({len(text):,} chars)"
+
+    changed = [
+        f"{k}: {shown(call['args'][k])} -> {shown(v)}" if k in call["args"] else f"{k}: {shown(v)}"
+        for k, v in edited_args.items()
+        if call["args"].get(k) != v or k not in call["args"]
+    ]
+    dropped = [f"{k} removed" for k in call["args"] if k not in edited_args]
+    how = "; ".join(changed + dropped) or "no argument changed"
     return (
-        f"The person edited this {call['name']} call before it ran ({', '.join(parts) or 'same'}"
-        "). It ran with their arguments, not yours; report this result and do not redo the "
-        "original call.\n"
+        f"The person edited this {call['name']} call before it ran ({how}). It ran with their "
+        "arguments, not yours: report this result, and do not redo or correct the original "
+        "call.\n"
     )
 
 
@@ -177,10 +252,11 @@ def answer_without_running(
     record = approvals.get(call["id"])
     if is_approved(record):
         return None
-    reason = record.get("message", "") if isinstance(record, dict) else ""
     if not isinstance(record, dict):
-        reason = "no approval was recorded for it, so it was not run"
-    return tool_message(call["id"], rejection_text(call, reason), error=True)
+        reason, by = "no approval was recorded for it, so it was not run", "person"
+    else:
+        reason, by = str(record.get("message", "")), str(record.get("by", "person"))
+    return tool_message(call["id"], rejection_text(call, reason, by), error=True)
 
 
 def answer_invalid_call(invalid: dict[str, Any]) -> ToolMessage:

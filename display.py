@@ -4,6 +4,7 @@ the loop that runs a turn, pauses for a decision and resumes the same thread."""
 from __future__ import annotations
 
 import asyncio
+import os
 import signal
 import sys
 from collections.abc import Callable
@@ -78,6 +79,9 @@ class Terminal:
     out: TextIO = field(default_factory=lambda: sys.stdout)
     piped: bool = field(default_factory=lambda: not sys.stdin.isatty())
     streaming: bool = False  # in the middle of a line of model text
+    color: bool = field(
+        default_factory=lambda: sys.stdout.isatty() and not os.environ.get("NO_COLOR")
+    )
     # Where `event()` records what happened, for --transcript; None records nothing.
     transcript: TextIO | None = None
     redactions: list[tuple[str, str]] = field(default_factory=list)
@@ -183,28 +187,239 @@ def banner(snapshot: Any, tool_count: int, thread: str) -> str:
     return head + "new conversation."
 
 
+def approval_summary(mode: str, policy: Any, grants: list[dict[str, str]]) -> list[str]:
+    """Whatever decides writes without asking, said up front."""
+    lines = []
+    if mode == "yes":
+        lines.append("--approve yes: every write that no rule denies runs without asking.")
+    elif mode == "no":
+        lines.append("--approve no: every write is refused; reads still run.")
+    if policy is not None and policy.rules:
+        lines.append(f"Rules: {len(policy.rules)} from {policy.source}.")
+    if grants:
+        lines += grant_lines(grants)
+    return lines
+
+
+def grant_lines(grants: list[dict[str, str]]) -> list[str]:
+    from approval import describe_grant
+
+    if not grants:
+        return ["No grants in this thread."]
+    lines = ["Grants in this thread (approved without asking; /revoke N removes one):"]
+    return lines + [f"  {n}. {describe_grant(grant)}" for n, grant in enumerate(grants, 1)]
+
+
 # --- review ----------------------------------------------------------------------------------
 
+# The keys a person answers with, and the decision each one gives.
+ANSWER_WORDS = {"y": "y", "yes": "y", "n": "n", "no": "n", "e": "e", "a": "a"}
+# What the payload must allow for a key to be offered: `a` approves, so it needs approve.
+KEY_NEEDS = {"y": "approve", "n": "reject", "e": "edit", "a": "approve"}
+PERSON_COMMANDS = ("/grants", "/revoke")
+PIPED_ANSWERS = "y, yes, n, no, n: reason, e: {json arguments}, or a"
+BULKY_ARGUMENTS = ("content", "edits")  # shown by the preview, not in the call's line
 
-def review(term: Terminal, payload: dict[str, Any]) -> dict[str, Any] | None:
-    """Ask the person about the batch; None leaves the thread paused (end of input)."""
-    term.say("⚠ Approval needed. The agent wants to run:")
-    for number, call in enumerate(payload["calls"], 1):
-        term.say(f"  {number}. {format_call(call['name'], call['args'])}")
-    term.event(
-        "approval_request", calls=[{"tool": c["name"], "args": c["args"]} for c in payload["calls"]]
-    )
-    answer = term.ask("Approve? [y/N] ")
-    if answer is None:
+
+class NotAnAnswer(Exception):
+    """A line at an approval that is not an answer. Piped, it ends the run (exit 3) with
+    nothing run and the thread still paused; on a TTY the person is asked again."""
+
+
+def offered_keys(call: dict[str, Any]) -> list[str]:
+    allowed = call.get("allowed_decisions") or []
+    return [key for key in "ynea" if KEY_NEEDS[key] in allowed]
+
+
+def grant_folder(call: dict[str, Any]) -> str:
+    """The folder an `a` would cover, as the person wrote the path (approve resolves it)."""
+    import posixpath
+
+    first = call["args"].get("source", call["args"].get("path", ""))
+    return (posixpath.dirname(str(first)) or ".") + "/"
+
+
+def help_lines(call: dict[str, Any]) -> list[str]:
+    texts = {
+        "y": "approve: run it as shown",
+        "n": "reject: it does not run (then an optional reason, which the model reads)",
+        "e": "edit: change it before it runs ($EDITOR; or type e: {json arguments})",
+        "a": f"approve, and approve {call['name']} inside {grant_folder(call)} without asking "
+        "for the rest of this thread (/grants lists grants, /revoke N removes one)",
+    }
+    lines = [f"  {key}  {texts[key]}" for key in offered_keys(call)]
+    return lines + ["  ?  this help; an empty answer is no"]
+
+
+def describe_call(call: dict[str, Any]) -> str:
+    """The call in full, except bulky arguments, which the preview shows as a change."""
+    args = call["args"] if isinstance(call["args"], dict) else {}
+    shown = []
+    for key, value in args.items():
+        if key in BULKY_ARGUMENTS:
+            shown.append(f"{key}=<{len(str(value)):,} chars, below>")
+        else:
+            shown.append(f"{key}={_clip(repr(value))}")
+    return f"{call['name']}({', '.join(shown)})"
+
+
+def parse_answer(line: str, call: dict[str, Any]) -> tuple[str, str]:
+    """(key, what follows a colon) for an answer line; NotAnAnswer for anything else."""
+    word, _, rest = line.strip().partition(":")
+    key = ANSWER_WORDS.get(word.strip().lower())
+    rest = rest.strip()
+    if key is None or (rest and key in ("y", "a")):
+        raise NotAnAnswer(f"{line.strip()!r} is not an answer")
+    if key not in offered_keys(call):
+        offered = ", ".join(offered_keys(call))
+        raise NotAnAnswer(f"{line.strip()!r}: {call['name']} can only be answered {offered}")
+    return key, rest
+
+
+def json_arguments(text: str) -> dict[str, Any]:
+    import json
+
+    try:
+        args = json.loads(text)
+    except ValueError as error:
+        raise NotAnAnswer(f"{text.strip()!r} is not JSON arguments ({error})") from None
+    if not isinstance(args, dict):
+        raise NotAnAnswer(f"{text.strip()!r} is not a JSON object of arguments")
+    return args
+
+
+def as_decision(key: str, rest: str, args: dict[str, Any] | None = None) -> dict[str, Any]:
+    if key == "y":
+        return {"type": "approve"}
+    if key == "a":
+        return {"type": "approve", "grant": True}
+    if key == "e":
+        return {"type": "edit", "args": args}
+    return {"type": "reject", "message": rest}
+
+
+def piped_decision(term: Terminal, call: dict[str, Any]) -> dict[str, Any] | None:
+    """A pipe must answer exactly; None at end of input."""
+    line = term.ask(decision_prompt(call))
+    if line is None:
         return None
-    approved = answer.strip().lower() in ("y", "yes")
-    decision = (
-        {"type": "approve"} if approved else {"type": "reject", "message": "the person said no"}
-    )
-    by = "piped" if term.piped else "person"
-    for call in payload["calls"]:
-        term.event("decision", tool=call["name"], decision=decision["type"], by=by)
-    return {"decisions": {call["id"]: dict(decision) for call in payload["calls"]}}
+    key, rest = parse_answer(line, call)
+    if key != "e":
+        return as_decision(key, rest)
+    text = rest or term.ask("  arguments as JSON> ")
+    if text is None:
+        return None
+    return as_decision(key, "", json_arguments(text))
+
+
+def person_decision(term: Terminal, call: dict[str, Any]) -> dict[str, Any] | None:
+    """A person at a TTY is asked again until the answer is one; None at end of input."""
+    while True:
+        line = term.ask(decision_prompt(call))
+        if line is None:
+            return None
+        if not line.strip():
+            return as_decision("n", "")
+        if line.strip() == "?":
+            for text in help_lines(call):
+                term.say(text)
+            continue
+        try:
+            key, rest = parse_answer(line, call)
+            if key == "n" and not rest:
+                rest = term.ask("  reason (optional; the model reads it)> ") or ""
+            if key != "e":
+                return as_decision(key, rest)
+            args = json_arguments(rest) if rest else edit_in_editor(term, call)
+        except NotAnAnswer as refused:
+            term.say(f"  {refused}; ? shows the answers")
+            continue
+        if args is not None:
+            return as_decision(key, "", args)
+
+
+def decision_prompt(call: dict[str, Any]) -> str:
+    return f"  {call['name']}? [{'/'.join(offered_keys(call))}/?] "
+
+
+def edit_in_editor(term: Terminal, call: dict[str, Any]) -> dict[str, Any] | None:
+    """Open $EDITOR on the new file content (write_file) or the arguments as JSON."""
+    import json
+    import os
+    import shlex
+    import subprocess
+    import tempfile
+    from pathlib import Path
+
+    args = call["args"]
+    content_only = call["name"] == "write_file" and isinstance(args.get("content"), str)
+    before = args["content"] if content_only else json.dumps(args, indent=2) + "\n"
+    suffix = Path(str(args.get("path", ""))).suffix if content_only else ".json"
+    editor = os.environ.get("VISUAL") or os.environ.get("EDITOR") or "vi"
+    with tempfile.NamedTemporaryFile("w", suffix=suffix, delete=False, encoding="utf-8") as f:
+        f.write(before)
+    try:
+        subprocess.run([*shlex.split(editor), f.name], check=False)
+        after = Path(f.name).read_text(encoding="utf-8")
+    finally:
+        os.unlink(f.name)
+    if after == before:
+        term.say("  unchanged; answer again")
+        return None
+    return {**args, "content": after} if content_only else json_arguments(after)
+
+
+def paint(line: str, color: bool) -> str:
+    """Diff lines in colour on a terminal; plain text when piped."""
+    if not color:
+        return line
+    for start, code in (("+++", "1"), ("---", "1"), ("+", "32"), ("-", "31"), ("@@", "36")):
+        if line.startswith(start):
+            return f"\033[{code}m{line}\033[0m"
+    return line
+
+
+async def review(term: Terminal, payload: dict[str, Any], tools: dict[str, Any]) -> Any:
+    """Ask about each call in turn, with what it would change; None leaves the thread paused
+    (end of input). A piped line that is not an answer raises NotAnAnswer."""
+    from preview import preview
+
+    calls = payload["calls"]
+    term.event("approval_request", calls=[{"tool": c["name"], "args": c["args"]} for c in calls])
+    term.say("⚠ Approval needed. The agent wants to run:")
+    decisions: dict[str, Any] = {}
+    for number, call in enumerate(calls, 1):
+        term.say(f"[{number}/{len(calls)}] {describe_call(call)}")
+        for line in await preview(call, tools):
+            term.say("    " + paint(line, term.color))
+        decide = piped_decision if term.piped else person_decision
+        decision = decide(term, call)
+        if decision is None:
+            return None
+        decision["by"] = "piped" if term.piped else "person"
+        decisions[call["id"]] = decision
+    for call in calls:
+        decision = decisions[call["id"]]
+        kind = "grant" if decision.get("grant") else decision["type"]
+        reason = decision.get("message", "")
+        term.event("decision", tool=call["name"], decision=kind, reason=reason, by=decision["by"])
+    return {"decisions": decisions}
+
+
+def show_automatic_decisions(term: Terminal, approvals: dict[str, Any]) -> None:
+    """Decisions a rule, the mode or a grant made: shown, so nothing passes unseen."""
+    for record in approvals.values():
+        if record.get("by") not in ("rule", "mode", "grant"):
+            continue
+        mark = "✓" if record.get("type") == "approve" else "✗"
+        term.say(f"{mark} {record.get('tool')}: {record.get('reason')}")
+        term.event(
+            "decision",
+            tool=record.get("tool"),
+            decision=record.get("decision"),
+            reason=record.get("reason", ""),
+            by=record.get("by"),
+        )
 
 
 # --- the session -----------------------------------------------------------------------------
@@ -247,6 +462,7 @@ class Session:
     strict: bool = False
     errors: int = 0
     call_names: dict[str, str] = field(default_factory=dict)
+    tools: dict[str, Any] = field(default_factory=dict)  # by name, for previews
 
     async def stream(self, graph_input: Any) -> bool:
         """Run the graph until it ends or pauses; False if it was cut off or failed."""
@@ -279,6 +495,8 @@ class Session:
         if node == "router" and "route" in update:
             self.term.say(f"⇢ route: {update['route']}")
             self.term.event("route", route=update["route"])
+        if node == "approve":
+            show_automatic_decisions(self.term, update.get("approvals") or {})
         for message in update.get("messages") or []:
             if isinstance(message, AIMessage):
                 self.show_model_message(message)
@@ -336,13 +554,46 @@ class Session:
         from langgraph.types import Command
 
         while payload := pending_approval(await self.app.aget_state(self.config)):
-            decisions = review(self.term, payload)
+            try:
+                decisions = await review(self.term, payload, self.tools)
+            except NotAnAnswer as refused:
+                line = (
+                    f"not an answer at the approval: {refused} (answer {PIPED_ANSWERS}); "
+                    "nothing was run, the thread stays paused"
+                )
+                print(f"fsagent: {line}", file=sys.stderr, flush=True)
+                self.term.event("error", text=line)
+                return False
             if decisions is None:
                 self.term.say("Left paused: nothing was run. Open this thread again to answer.")
                 return False
             if not await self.stream(Command(resume=decisions)):
                 return True
         return True
+
+    async def grants(self) -> list[dict[str, str]]:
+        snapshot = await self.app.aget_state(self.config)
+        return list((snapshot.values or {}).get("grants") or [])
+
+    async def person_command(self, line: str) -> None:
+        """`/grants` lists the thread's grants; `/revoke N` removes one."""
+        from agent_graph import PERSON_UPDATE
+
+        word, _, argument = line.strip().partition(" ")
+        grants = await self.grants()
+        if word == "/grants":
+            for text in grant_lines(grants):
+                self.term.say(text)
+            return
+        if not argument.strip().isdigit() or not 1 <= int(argument) <= len(grants):
+            self.term.say(f"no grant {argument.strip()!r}; /grants lists them")
+            return
+        gone = grants.pop(int(argument) - 1)
+        # Recorded as an update by a node that leads to END, so it schedules nothing.
+        await self.app.aupdate_state(self.config, {"grants": grants}, as_node=PERSON_UPDATE)
+        from approval import describe_grant
+
+        self.term.say(f"Revoked: {describe_grant(gone)}. It will be asked about again.")
 
     async def turn(self, prompt: str) -> bool:
         from langchain_core.messages import HumanMessage
@@ -356,7 +607,7 @@ class Session:
         return await self.settle_approvals()
 
 
-async def run_session(app: Any, settings: Any, tools: list[Any]) -> int:
+async def run_session(app: Any, settings: Any, tools: list[Any], policy: Any = None) -> int:
     """The read-eval loop. Returns the exit code (see agent.EXIT_CODES)."""
     from agent import StartupError
     from agent_graph import recursion_limit
@@ -375,6 +626,9 @@ async def run_session(app: Any, settings: Any, tools: list[Any]) -> int:
     with open_transcript(settings) as transcript:
         term = Terminal(transcript=transcript, redactions=root_redactions(settings.roots))
         term.say(banner(snapshot, len(tools), settings.thread))
+        grants = list((snapshot.values or {}).get("grants") or [])
+        for line in approval_summary(settings.approve, policy, grants):
+            term.say(line)
         term.say("Type a prompt, or 'quit'.")
         with TurnInterrupter(asyncio.get_running_loop()) as interrupter:
             session = Session(
@@ -385,6 +639,7 @@ async def run_session(app: Any, settings: Any, tools: list[Any]) -> int:
                 interrupter,
                 verbose=settings.verbose,
                 strict=settings.strict,
+                tools={tool.name: tool for tool in tools},
             )
             if not await session.settle_approvals():
                 return 3
@@ -416,12 +671,9 @@ def root_redactions(roots: list[Any]) -> list[tuple[str, str]]:
 
 # A bare answer typed at the prompt almost always belongs to an approval that did not come
 # (the model skipped the call): sending it to the model could make it act on its own.
-ANSWER_WORDS = frozenset({"y", "yes", "n", "no", "a", "e"})
-
-
 def looks_like_an_answer(line: str) -> bool:
-    lowered = line.strip().lower()
-    return lowered in ANSWER_WORDS or lowered.startswith(("n:", "e:", "no:"))
+    word, colon, _ = line.strip().lower().partition(":")
+    return word.strip() in ANSWER_WORDS and (not colon or word.strip() in ("n", "no", "e"))
 
 
 async def _prompt_loop(session: Session, ask: Callable[[str], str | None]) -> int:
@@ -435,6 +687,9 @@ async def _prompt_loop(session: Session, ask: Callable[[str], str | None]) -> in
         if line is None or line.strip().lower() in QUIT_WORDS:
             return 1 if session.errors else 0
         if not line.strip():
+            continue
+        if line.split()[0] in PERSON_COMMANDS:
+            await session.person_command(line)
             continue
         if looks_like_an_answer(line):
             warning = f"not sent to the model: {line.strip()!r} looks like an approval answer, "

@@ -1,0 +1,236 @@
+"""Approval rules (`fsagent.toml`) and grants: which write calls may skip the person.
+
+    [[rule]]
+    tool = "write_file"        # a write tool, a list of them, or "*"
+    path = "docs/**"           # glob on the path relative to its root
+    decision = "allow"         # allow | ask | deny
+
+Rules are judged on resolved paths, never on the text the model wrote: `docs/../secret.md`
+is `secret.md`, a symlink counts as where it points (where the write would land), and a path
+outside every root matches no rule. deny beats ask beats allow; no matching rule means ask.
+A call with two paths (copy, move) is allowed only if both are, and denied if either is.
+
+A grant is the person's "approve this kind of call for the rest of the thread": a tool and a
+folder. It lives in the thread's state and is judged here the same way as rules.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import tomllib
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from agent import WRITE_TOOLS, StartupError
+
+POLICY_FILE = "fsagent.toml"
+DECISIONS: tuple[str, ...] = ("allow", "ask", "deny")
+STRENGTH = {"allow": 0, "ask": 1, "deny": 2}
+RULE_KEYS = frozenset({"tool", "path", "decision"})
+
+Grant = dict[str, str]
+
+
+def path_arguments(tool: str) -> tuple[str, ...]:
+    """The arguments of a write tool that name a path it changes."""
+    return ("source", "destination") if tool in ("copy", "move") else ("path",)
+
+
+# --- paths -----------------------------------------------------------------------------------
+
+
+def locate(given: str, roots: tuple[Path, ...]) -> tuple[Path, str] | None:
+    """(root, path relative to it) of where a path argument lands; None if outside every root.
+
+    Resolved like the server resolves it (relative to the first root, `~` expanded), with the
+    symlinks of every existing part followed, so `..` and links cannot dress a path up.
+    """
+    if not isinstance(given, str) or not given.strip() or "\x00" in given:
+        return None
+    real = Path(os.path.realpath(os.path.join(roots[0], os.path.expanduser(given))))
+    for root in sorted(roots, key=lambda root: len(root.parts), reverse=True):
+        if real.parts[: len(root.parts)] == root.parts:
+            return root, real.relative_to(root).as_posix()
+    return None
+
+
+def glob_regex(pattern: str) -> re.Pattern[str]:
+    """`**` spans folders, `*` and `?` stay inside one name."""
+    parts, i = [], 0
+    while i < len(pattern):
+        if pattern.startswith("**/", i):
+            parts.append("(?:.*/)?")
+            i += 3
+        elif pattern.startswith("**", i):
+            parts.append(".*")
+            i += 2
+        elif pattern[i] == "*":
+            parts.append("[^/]*")
+            i += 1
+        elif pattern[i] == "?":
+            parts.append("[^/]")
+            i += 1
+        else:
+            parts.append(re.escape(pattern[i]))
+            i += 1
+    return re.compile("".join(parts))
+
+
+# --- rules -----------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class Rule:
+    number: int
+    tools: frozenset[str] | None  # None: every write tool
+    patterns: tuple[str, ...]
+    decision: str
+    source: str
+
+    def applies_to(self, tool: str, relative: str) -> bool:
+        if self.tools is not None and tool not in self.tools:
+            return False
+        return any(glob_regex(pattern).fullmatch(relative) for pattern in self.patterns)
+
+    def describe(self) -> str:
+        tools = "*" if self.tools is None else ",".join(sorted(self.tools))
+        paths = ",".join(self.patterns)
+        return f"rule {self.number} of {self.source} ({self.decision} {tools} on {paths})"
+
+
+@dataclass(frozen=True)
+class Verdict:
+    decision: str  # allow | ask | deny
+    rule: Rule | None  # the rule that decided; None when no rule matched
+
+
+@dataclass(frozen=True)
+class Policy:
+    roots: tuple[Path, ...]
+    rules: tuple[Rule, ...] = ()
+    source: str | None = None
+
+    def judge(self, tool: str, args: dict[str, Any]) -> Verdict:
+        verdicts = [self.judge_path(tool, args.get(name)) for name in path_arguments(tool)]
+        return max(verdicts, key=lambda verdict: STRENGTH[verdict.decision])
+
+    def judge_path(self, tool: str, given: Any) -> Verdict:
+        located = locate(given, self.roots)
+        if located is None:
+            return Verdict("ask", None)  # outside every root: no rule can allow it
+        _, relative = located
+        matching = [rule for rule in self.rules if rule.applies_to(tool, relative)]
+        if not matching:
+            return Verdict("ask", None)
+        rule = max(matching, key=lambda rule: STRENGTH[rule.decision])
+        return Verdict(rule.decision, rule)
+
+    # --- grants --------------------------------------------------------------------------
+
+    def grant_for(self, call: dict[str, Any]) -> Grant | None:
+        """The grant `a` gives for this call: its tool in the folder of its (first) path."""
+        located = locate(call["args"].get(path_arguments(call["name"])[0]), self.roots)
+        if located is None:
+            return None
+        root, relative = located
+        # The root itself (or a file right in it) grants the root, never a folder above it.
+        folder = root if relative == "." else (root / relative).parent
+        shown = folder.relative_to(root).as_posix()
+        return {"tool": call["name"], "folder": str(folder), "shown": shown + "/"}
+
+    def covering_grant(self, call: dict[str, Any], grants: list[Grant]) -> Grant | None:
+        """The grant that covers this call: same tool, every path inside its folder."""
+        for grant in grants:
+            if grant.get("tool") == call["name"] and self.inside(call, Path(grant["folder"])):
+                return grant
+        return None
+
+    def inside(self, call: dict[str, Any], folder: Path) -> bool:
+        for name in path_arguments(call["name"]):
+            located = locate(call["args"].get(name), self.roots)
+            if located is None:
+                return False
+            root, relative = located
+            if (root / relative).parts[: len(folder.parts)] != folder.parts:
+                return False
+        return True
+
+
+# --- loading ---------------------------------------------------------------------------------
+
+
+def load_policy(given: Path | None, roots: list[Path]) -> Policy:
+    """The rules from --policy FILE, or fsagent.toml in the first root, or none.
+
+    Anything wrong in the file stops fsagent at start: a rule silently ignored could let a
+    write through that the person meant to stop.
+    """
+    file = given if given is not None else roots[0] / POLICY_FILE
+    if given is None and not file.exists():
+        return Policy(tuple(roots))
+    try:
+        data = tomllib.loads(file.read_text(encoding="utf-8"))
+    except FileNotFoundError:
+        raise StartupError(f"--policy {file}: no such file") from None
+    except (OSError, UnicodeDecodeError) as error:
+        raise StartupError(f"{file}: cannot read the rules: {error}") from None
+    except tomllib.TOMLDecodeError as error:
+        raise StartupError(f"{file}: not valid TOML: {error}") from None
+    return Policy(tuple(roots), parse_rules(data, str(file)), str(file))
+
+
+def parse_rules(data: dict[str, Any], source: str) -> tuple[Rule, ...]:
+    unknown = sorted(set(data) - {"rule"})
+    if unknown:
+        raise StartupError(f"{source}: unknown table {unknown[0]!r}; rules are [[rule]] tables")
+    raw_rules = data.get("rule", [])
+    if not isinstance(raw_rules, list):
+        raise StartupError(f"{source}: write each rule as a [[rule]] table")
+    return tuple(parse_rule(raw, number, source) for number, raw in enumerate(raw_rules, 1))
+
+
+def parse_rule(raw: Any, number: int, source: str) -> Rule:
+    def fail(problem: str) -> StartupError:
+        return StartupError(f"{source}: rule {number}: {problem}")
+
+    if not isinstance(raw, dict):
+        raise fail("must be a table with tool, path and decision")
+    unknown = sorted(set(raw) - RULE_KEYS)
+    if unknown:
+        raise fail(f"unknown key {unknown[0]!r} (a rule has tool, path and decision)")
+    decision = raw.get("decision")
+    if decision not in DECISIONS:
+        raise fail(f"unknown decision {decision!r} (use allow, ask or deny)")
+    tools = parse_tools(raw.get("tool", "*"), fail)
+    return Rule(number, tools, parse_paths(raw, fail), decision, os.path.basename(source))
+
+
+def parse_tools(value: Any, fail: Any) -> frozenset[str] | None:
+    names = [value] if isinstance(value, str) else value
+    if not isinstance(names, list) or not names or not all(isinstance(n, str) for n in names):
+        raise fail('tool must be a tool name, a list of them, or "*"')
+    if "*" in names:
+        return None
+    for name in names:
+        if name not in WRITE_TOOLS:
+            known = ", ".join(sorted(WRITE_TOOLS))
+            raise fail(f'unknown tool {name!r} (rules decide write tools: {known}, or "*")')
+    return frozenset(names)
+
+
+def parse_paths(raw: dict[str, Any], fail: Any) -> tuple[str, ...]:
+    value = raw.get("path", "**")
+    patterns = [value] if isinstance(value, str) else value
+    if not isinstance(patterns, list) or not patterns:
+        raise fail("path must be a glob or a list of globs")
+    cleaned = []
+    for pattern in patterns:
+        if not isinstance(pattern, str) or not pattern.strip():
+            raise fail("path must be a glob or a list of globs")
+        pattern = pattern.removeprefix("./")
+        if pattern.startswith("/") or ".." in pattern.split("/"):
+            raise fail(f"path {pattern!r} must be relative to a root, without '..'")
+        cleaned.append(pattern)
+    return tuple(cleaned)

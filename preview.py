@@ -1,0 +1,192 @@
+"""What a write call would change, worked out before the person decides, changing nothing.
+
+Each preview asks the same MCP server the call would run on, with side-effect-free calls
+only: write_file and patch_file with `dry_run=True` (the server returns the diff),
+get_file_info and list_directory_with_sizes for delete, move and copy. A preview that fails
+says why; it is never silently cut (`cut` says how much was left out).
+"""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+PREVIEW_LINES = 40
+NEW_FILE_HEAD = 15
+LINE_WIDTH = 300
+# Folders listed to count what a delete takes; beyond this the count says "at least".
+MAX_FOLDERS_COUNTED = 200
+
+Tools = dict[str, Any]
+
+
+async def preview(call: dict[str, Any], tools: Tools) -> list[str]:
+    """The lines that show what `call` would do, cut to PREVIEW_LINES with a marker."""
+    make = PREVIEWS.get(call["name"])
+    if make is None:
+        return []
+    try:
+        lines = await make(call["args"], tools)
+    except PreviewError as error:
+        lines = [f"(no preview: {error})"]
+    except (ValueError, KeyError, TypeError) as error:  # an answer of a shape we did not expect
+        lines = [f"(no preview: unexpected answer from the server: {error})"]
+    return cut(lines)
+
+
+def cut(lines: list[str], limit: int = PREVIEW_LINES) -> list[str]:
+    shown = [clip_line(line) for line in lines[:limit]]
+    if len(lines) > limit:
+        shown.append(f"… {len(lines) - limit:,} more lines not shown ({len(lines):,} in all)")
+    return shown
+
+
+def clip_line(line: str) -> str:
+    if len(line) <= LINE_WIDTH:
+        return line
+    return f"{line[:LINE_WIDTH]}… (+{len(line) - LINE_WIDTH:,} chars)"
+
+
+class PreviewError(Exception):
+    """A preview the server could not make; the message says why."""
+
+
+async def ask(tools: Tools, name: str, args: dict[str, Any]) -> str:
+    """Call a read-only (or dry-run) tool; its error text becomes a PreviewError."""
+    from agent_graph import content_text
+
+    if name not in tools:
+        raise PreviewError(f"the server offers no {name}")
+    try:
+        result = await tools[name].ainvoke(
+            {"type": "tool_call", "name": name, "args": args, "id": "preview"}
+        )
+    except Exception as error:  # a preview must never stop the review
+        raise PreviewError(str(error)) from error
+    text = content_text(result.content)
+    if result.status == "error":
+        raise PreviewError(text)
+    return text
+
+
+async def info(tools: Tools, path: str) -> dict[str, Any] | None:
+    """get_file_info as a dict; None when nothing is there."""
+    try:
+        return json.loads(await ask(tools, "get_file_info", {"path": path}))
+    except PreviewError as error:
+        if "not found" in str(error) or "No such file" in str(error):
+            return None
+        raise
+
+
+# --- one preview per write tool --------------------------------------------------------------
+
+
+async def preview_write(args: dict[str, Any], tools: Tools) -> list[str]:
+    result = json.loads(await ask(tools, "write_file", {**args, "dry_run": True}))
+    if result.get("old_sha256") is None:
+        return new_file_lines(result["path"], str(args.get("content", "")))
+    return list(result.get("diff") or ["(no change)"])
+
+
+def new_file_lines(path: str, content: str) -> list[str]:
+    lines = content.splitlines()
+    head = [f"new file {path}, {len(lines):,} lines, {len(content.encode()):,} bytes:"]
+    head += [f"+{line}" for line in lines[:NEW_FILE_HEAD]]
+    if len(lines) > NEW_FILE_HEAD:
+        head.append(f"… {len(lines) - NEW_FILE_HEAD:,} more lines not shown")
+    return head
+
+
+async def preview_patch(args: dict[str, Any], tools: Tools) -> list[str]:
+    result = json.loads(await ask(tools, "patch_file", {**args, "dry_run": True}))
+    return list(result.get("diff") or ["(no change)"])
+
+
+async def preview_delete(args: dict[str, Any], tools: Tools) -> list[str]:
+    path = str(args.get("path"))
+    found = await info(tools, path)
+    if found is None:
+        return [f"{path} does not exist: the call will fail"]
+    if found.get("is_symlink"):
+        return [f"deletes the symlink {path} (not {found.get('symlink_target')}, its target)"]
+    if found["type"] != "folder":
+        return [f"deletes file {found['path']} ({found['size']:,} bytes)"]
+    files, folders, size, complete = await count_folder(tools, path)
+    at_least = "" if complete else "at least "
+    lines = [
+        f"deletes folder {found['path']}/ with {at_least}{files:,} files "
+        f"in {folders:,} folders, {size:,} bytes"
+    ]
+    if files + folders and not args.get("recursive"):
+        lines.append("recursive is false: the call will fail because the folder is not empty")
+    return lines
+
+
+async def count_folder(tools: Tools, path: str) -> tuple[int, int, int, bool]:
+    """Files, folders and bytes below `path`, one listing a folder; complete=False if capped."""
+    files = folders = size = 0
+    pending, listed = [path], 0
+    while pending and listed < MAX_FOLDERS_COUNTED:
+        folder = pending.pop()
+        listed += 1
+        listing = await ask(tools, "list_directory_with_sizes", {"path": folder})
+        for line in listing.splitlines():
+            if line.startswith("[DIR] "):
+                folders += 1
+                pending.append(f"{folder}/{line.removeprefix('[DIR] ')}")
+            elif line.startswith("Total: "):
+                numbers = [int(word.replace(",", "")) for word in line.split() if word[0].isdigit()]
+                files += numbers[0]
+                size += numbers[2]
+    return files, folders, size, not pending
+
+
+async def preview_transfer(args: dict[str, Any], tools: Tools, verb: str) -> list[str]:
+    source, destination = str(args.get("source")), str(args.get("destination"))
+    found = await info(tools, source)
+    if found is None:
+        return [f"{source} does not exist: the call will fail"]
+    what = f"folder {found['path']}/" if found["type"] == "folder" else f"file {found['path']}"
+    lines = [f"{verb} {what} -> {destination}"]
+    existing = await info(tools, destination)
+    if existing is None:
+        lines.append(f"{destination} is new")
+    elif args.get("overwrite"):
+        lines.append(
+            f"overwrites {existing['type']} {existing['path']} ({existing['size']:,} bytes)"
+        )
+    else:
+        lines.append(f"{destination} exists and overwrite is false: the call will fail")
+    return lines
+
+
+async def preview_copy(args: dict[str, Any], tools: Tools) -> list[str]:
+    return await preview_transfer(args, tools, "copies")
+
+
+async def preview_move(args: dict[str, Any], tools: Tools) -> list[str]:
+    return await preview_transfer(args, tools, "moves")
+
+
+async def preview_make_dir(args: dict[str, Any], tools: Tools) -> list[str]:
+    path = str(args.get("path"))
+    found = await info(tools, path)
+    return [f"{path} exists already: nothing changes" if found else f"creates folder {path}/"]
+
+
+async def preview_touch(args: dict[str, Any], tools: Tools) -> list[str]:
+    path = str(args.get("path"))
+    found = await info(tools, path)
+    return [f"updates the time of {path}" if found else f"creates empty file {path}"]
+
+
+PREVIEWS = {
+    "write_file": preview_write,
+    "patch_file": preview_patch,
+    "delete": preview_delete,
+    "copy": preview_copy,
+    "move": preview_move,
+    "make_dir": preview_make_dir,
+    "touch": preview_touch,
+}
