@@ -160,8 +160,9 @@ def decide_without_person(
     call: ToolCall, policy: Policy, mode: str, grants: list[Grant]
 ) -> Decision | None:
     """The record for a call that rules, the --approve mode or a grant decide; None if the
-    person must. Precedence: a deny rule, then --approve no, then an allow rule, then
-    --approve yes, then a grant; everything else (an ask rule, no rule) asks the person.
+    person must. Precedence: a deny rule, then --approve no, then a call on the rules file
+    (always the person's), then an allow rule, then --approve yes, then a grant; everything
+    else (an ask rule, no rule) asks the person.
     Pure: the same state and policy always give the same answer.
     """
     verdict = policy.judge(call["name"], call["args"])
@@ -169,6 +170,8 @@ def decide_without_person(
         return auto(call, "reject", "rule", f"denied by {verdict.rule.describe()}")
     if mode == "no":
         return auto(call, "reject", "mode", "fsagent runs with --approve no: no write runs")
+    if policy.touches_rules(call["name"], call["args"]):
+        return None  # the rules file: only the person may change what decides for them
     if verdict.decision == "allow" and verdict.rule is not None:
         return auto(call, "approve", "rule", f"allowed by {verdict.rule.describe()}")
     if mode == "yes":

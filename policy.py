@@ -112,6 +112,21 @@ class Policy:
     rules: tuple[Rule, ...] = ()
     source: str | None = None
 
+    def touches_rules(self, tool: str, args: dict[str, Any]) -> bool:
+        """Whether a call could write, replace, move or delete the rules file itself (or a
+        folder holding it). Such a call always goes to the person: an agent approved by a
+        mode, a grant or an allow rule must never be able to loosen its own rules."""
+        rules_file = Path(os.path.realpath(self.source or self.roots[0] / POLICY_FILE))
+        for name in path_arguments(tool):
+            located = locate(args.get(name), self.roots)
+            if located is None:
+                continue
+            root, relative = located
+            target = root / relative
+            if rules_file == target or target in rules_file.parents:
+                return True
+        return False
+
     def judge(self, tool: str, args: dict[str, Any]) -> Verdict:
         verdicts = [self.judge_path(tool, args.get(name)) for name in path_arguments(tool)]
         return max(verdicts, key=lambda verdict: STRENGTH[verdict.decision])

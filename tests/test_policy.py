@@ -77,3 +77,25 @@ def test_a_broken_rule_file_is_one_clear_error(tmp_path: Path, text: str, proble
     with pytest.raises(StartupError) as raised:
         rules(tmp_path, text)
     assert problem in str(raised.value) and "\n" not in str(raised.value)
+
+
+def test_the_rules_file_is_always_the_persons_to_change(tmp_path: Path):
+    from approval import decide_without_person
+
+    (tmp_path / "conf").mkdir()
+    policy = rules(tmp_path, '[[rule]]\ntool = "*"\npath = "**"\ndecision = "allow"\n')
+    everything_granted = [policy.grant_for(call("write_file", path="x.md"))]
+
+    for mode in ("ask", "yes"):
+        for touching in (
+            call("write_file", path="fsagent.toml", content="# no rules\n"),
+            call("delete", path="fsagent.toml"),
+            call("move", source="fsagent.toml", destination="conf/old.toml"),
+            call("copy", source="conf/other.toml", destination="fsagent.toml", overwrite=True),
+        ):
+            assert decide_without_person(touching, policy, mode, everything_granted) is None
+    # Anything else is still decided by the allow rule, and --approve no still refuses.
+    other = decide_without_person(call("write_file", path="conf/a.md"), policy, "ask", [])
+    assert other is not None and other["type"] == "approve" and other["by"] == "rule"
+    refused = decide_without_person(call("delete", path="fsagent.toml"), policy, "no", [])
+    assert refused is not None and refused["type"] == "reject"
