@@ -356,16 +356,38 @@ def tools_for_group(tools: list[BaseTool], group: str) -> list[BaseTool]:
     return [tool for tool in tools if names is None or tool.name in names]
 
 
+def content_text(content: Any) -> str:
+    """MCP results come as content blocks; models and people want the text."""
+    if isinstance(content, str):
+        return content
+    parts = []
+    for block in content:
+        if isinstance(block, dict):
+            parts.append(str(block.get("text", "")))
+        else:
+            parts.append(str(block))
+    return "\n".join(parts)
+
+
+async def _text_results(request: Any, execute: Any) -> Any:
+    """Tool results as plain text, as our graph sends them: some local servers reject the
+    content-block lists MCP results arrive as."""
+    message = await execute(request)
+    if hasattr(message, "content") and not isinstance(message.content, str):
+        message.content = content_text(message.content)
+    return message
+
+
 def build_read_only_agent(
     model: ChatOpenAI, tools: list[BaseTool], checkpointer: Any, state_schema: Any
 ) -> Any:
     """The prebuilt ReAct agent over read tools only: nothing in it can change a file."""
-    from langgraph.prebuilt import create_react_agent
+    from langgraph.prebuilt import ToolNode, create_react_agent
 
     read_tools = [tool for tool in tools if tool.name in ALLOWED_TOOLS]
     return create_react_agent(
         model,
-        read_tools,
+        ToolNode(read_tools, awrap_tool_call=_text_results),
         prompt=SYSTEM_PROMPT,
         checkpointer=checkpointer,
         state_schema=state_schema,

@@ -27,6 +27,7 @@ from agent import (
     SYSTEM_PROMPT,
     WRITE_TOOLS,
     StartupError,
+    content_text,
     tools_for_group,
 )
 
@@ -337,19 +338,6 @@ async def _run_call(
     if record.get("edited"):
         text = approval.edited_preamble(call, args) + text
     return approval.tool_message(call["id"], text, error=failed)
-
-
-def content_text(content: Any) -> str:
-    """MCP results come as content blocks; models and people want the text."""
-    if isinstance(content, str):
-        return content
-    parts = []
-    for block in content:
-        if isinstance(block, dict):
-            parts.append(str(block.get("text", "")))
-        else:
-            parts.append(str(block))
-    return "\n".join(parts)
 
 
 # --- storage ---------------------------------------------------------------------------------

@@ -521,7 +521,7 @@ class Session:
             self.term.event("tool_call", tool=name, args=None, error="arguments are not valid JSON")
 
     def show_tool_result(self, message: Any) -> None:
-        from agent_graph import content_text
+        from agent import content_text
 
         text = content_text(message.content)
         failed = message.status == "error"

@@ -53,7 +53,7 @@ class PreviewError(Exception):
 
 async def ask(tools: Tools, name: str, args: dict[str, Any]) -> str:
     """Call a read-only (or dry-run) tool; its error text becomes a PreviewError."""
-    from agent_graph import content_text
+    from agent import content_text
 
     if name not in tools:
         raise PreviewError(f"the server offers no {name}")

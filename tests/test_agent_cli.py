@@ -202,3 +202,26 @@ def test_thread_resumes_with_its_history(workspace: Workspace):
     assert "Thread 't': resuming, 2 messages." in result.stdout
     last = llm.requests_with_tools()[-1]["messages"]
     assert [m["content"] for m in last if m["role"] == "user"] == ["hi", "what did I say?"]
+
+
+def test_read_only_agent_is_offered_no_write_tool_and_cannot_write(workspace: Workspace):
+    (workspace.root / "notes.md").write_text("buy milk\n")
+    script = [
+        reply(tool_calls=[tool_call("read_file", {"path": "notes.md"})]),
+        reply(tool_calls=[tool_call("write_file", {"path": "x.txt", "content": "x"})]),
+        text("I cannot write here."),
+    ]
+    with FakeLLM(script) as llm:
+        result = workspace.run(llm.base_url, "read then write\n", "--read-only")
+
+    assert result.returncode == 0, result.stderr
+    assert "Loaded 11 tools." in result.stdout
+    offered = {t["function"]["name"] for r in llm.requests_with_tools() for t in r["tools"]}
+    assert "read_file" in offered and not offered & {"write_file", "delete", "move", "touch"}
+    assert "Approval needed" not in result.stdout
+    assert not (workspace.root / "x.txt").exists()
+    assert "buy milk" in tool_messages(llm.requests_with_tools()[1])[0]["content"]
+    assert (
+        "write_file is not a valid tool"
+        in tool_messages(llm.requests_with_tools()[2])[-1]["content"]
+    )
