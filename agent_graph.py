@@ -19,6 +19,7 @@ from typing import TYPE_CHECKING, Annotated, Any, TypedDict
 
 # State schemas are read at run time by LangGraph, so their types must be importable here.
 from langchain_core.messages import AIMessage, AnyMessage
+from langchain_core.runnables import RunnableConfig
 from langgraph.channels.delta import DeltaChannel
 from langgraph.managed import RemainingSteps
 
@@ -27,6 +28,7 @@ from agent import (
     SYSTEM_PROMPT,
     WRITE_TOOLS,
     StartupError,
+    ThreadError,
     tools_for_group,
 )
 
@@ -34,6 +36,8 @@ if TYPE_CHECKING:
     from langchain_core.tools import BaseTool
     from langchain_openai import ChatOpenAI
     from langgraph.checkpoint.sqlite.aio import AsyncSqliteSaver
+
+    from threads import Store
 
 # One request may take this many model calls before the turn is stopped for the person.
 MAX_MODEL_CALLS_PER_TURN = 25
@@ -152,8 +156,11 @@ def build_graph(
     tools: list[BaseTool],
     checkpointer: AsyncSqliteSaver | None,
     *,
+    ledger: Store | None = None,
     max_model_calls: int = MAX_MODEL_CALLS_PER_TURN,
 ) -> Any:
+    """The approval graph. With a `ledger`, every write call runs at most once per thread,
+    however often the tools step itself runs again (a resume after a crash)."""
     from langchain_core.messages import HumanMessage, SystemMessage
     from langgraph.graph import END, START, StateGraph
     from langgraph.types import Command, interrupt
@@ -209,16 +216,30 @@ def build_graph(
         rejections = answers + [approval.answer_invalid_call(c) for c in message.invalid_tool_calls]
         return Command(goto=f"agent_{route}", update={"approvals": {}, "messages": rejections})
 
-    async def run_tools(state: AgentState) -> dict[str, Any]:
+    async def run_tools(state: AgentState, config: RunnableConfig) -> dict[str, Any]:
         message = last_ai_message(state)
         assert message is not None, "tools is only reached after a model message"
         approvals = state.get("approvals") or {}
+        thread = str(config["configurable"]["thread_id"])
         results = []
         for call in message.tool_calls:
             refusal = approval.answer_without_running(call, approvals, schemas)
-            results.append(refusal or await _run_call(call, approvals, tools_by_name))
+            results.append(refusal or await run_call(call, approvals, str(message.id), thread))
         results += [approval.answer_invalid_call(c) for c in message.invalid_tool_calls]
         return {"messages": results, "approvals": {}}
+
+    async def run_call(
+        call: dict[str, Any], approvals: dict[str, Any], message_id: str, thread: str
+    ) -> Any:
+        def run() -> Any:
+            return _run_call(call, approvals, tools_by_name)
+
+        if ledger is None or call["name"] not in WRITE_TOOLS:
+            return await run()
+        from threads import run_write_once
+
+        args = _call_args(call, approvals)
+        return await run_write_once(ledger, thread, message_id, call, args, run)
 
     def back_to_agent(state: AgentState) -> str:
         return f"agent_{state.get('route', 'general')}"
@@ -286,7 +307,7 @@ async def _run_call(
     import approval
 
     record = approvals.get(call["id"]) or {}
-    args = record.get("args", call["args"]) if call["name"] in WRITE_TOOLS else call["args"]
+    args = _call_args(call, approvals)
     try:
         result = await tools_by_name[call["name"]].ainvoke(
             {"type": "tool_call", "name": call["name"], "args": args, "id": call["id"]}
@@ -297,6 +318,13 @@ async def _run_call(
     if record.get("edited"):
         text = approval.edited_preamble(call, args) + text
     return approval.tool_message(call["id"], text, error=failed)
+
+
+def _call_args(call: dict[str, Any], approvals: dict[str, Any]) -> Any:
+    """The arguments a call runs with: the person's, when they edited a write."""
+    if call["name"] not in WRITE_TOOLS:
+        return call["args"]
+    return (approvals.get(call["id"]) or {}).get("args", call["args"])
 
 
 def content_text(content: Any) -> str:
@@ -346,6 +374,23 @@ async def open_checkpointer(db: Path) -> AsyncIterator[AsyncSqliteSaver]:
         await conn.close()
 
 
+class _NoModel:
+    """Stands in for the chat model in a graph that is only read or updated, never run."""
+
+    def bind_tools(self, *args: Any, **kwargs: Any) -> _NoModel:
+        return self
+
+    async def ainvoke(self, *args: Any, **kwargs: Any) -> Any:
+        raise RuntimeError("this graph only reads threads; it has no model")
+
+
+def reading_graph(checkpointer: AsyncSqliteSaver) -> Any:
+    """The graph's shape without LM Studio or the MCP server, for commands that read or
+    reset threads: the state's channels rebuild messages from stored deltas, and its node
+    names tell which paused steps this version can resume."""
+    return build_graph(_NoModel(), [], checkpointer)  # type: ignore[arg-type]
+
+
 # --- the command line ------------------------------------------------------------------------
 
 
@@ -366,6 +411,9 @@ def main(argv: list[str] | None = None) -> int:
         if isinstance(error, StartupError):
             print(f"fsagent: {error}", file=sys.stderr)
             return 2
+        if isinstance(error, ThreadError):
+            print(f"fsagent: {error}", file=sys.stderr)
+            return 1
         if settings.verbose:
             raise
         from display import describe_error
@@ -390,6 +438,30 @@ def first_leaf(error: BaseException) -> BaseException:
 
 async def _run(settings: Any) -> int:
     import display
+    from threads import open_store
+
+    async with open_store(settings.db) as store, store.hold(settings.thread):
+        if not settings.read_only:
+            # Before LM Studio and the tools: a thread that cannot go on is the news.
+            await check_resumable(settings.db, settings.thread)
+        async with open_agent(settings, store) as (app, tools):
+            return await display.run_session(app, settings, tools, store)
+
+
+async def check_resumable(db: Path, thread: str) -> None:
+    """Refuse, loudly, a thread paused where this version cannot resume it."""
+    from threads import cannot_resume_message, view_thread
+
+    async with open_checkpointer(db) as saver:
+        view = await view_thread(reading_graph(saver), thread)
+    if view is not None and view.problem:
+        raise StartupError(cannot_resume_message(view))
+
+
+@asynccontextmanager
+async def open_agent(settings: Any, store: Store) -> AsyncIterator[tuple[Any, list[BaseTool]]]:
+    """Everything a run needs: the model, our MCP server's tools, and the graph on the thread
+    file, whose write calls go through `store`'s ledger."""
     from agent import check_roots, first_listed_model, make_chat_model, open_tools
 
     roots = check_roots(settings.roots)
@@ -410,8 +482,8 @@ async def _run(settings: Any) -> int:
 
                     app = build_read_only_agent(model, tools, saver, ReadOnlyState)
                 else:
-                    app = build_graph(model, tools, saver)
-                return await display.run_session(app, settings, tools)
+                    app = build_graph(model, tools, saver, ledger=store)
+                yield app, tools
     finally:
         model_name.cancel()
 

@@ -10,8 +10,6 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any, TextIO
 
-from approval import is_current_payload
-
 CLIP_AT = 300
 RESULT_LINES = 3
 QUIT_WORDS = frozenset({"quit", "exit"})
@@ -174,24 +172,6 @@ def pending_approval(snapshot: Any) -> dict[str, Any] | None:
     return None
 
 
-def unresumable_reason(snapshot: Any, app: Any) -> str | None:
-    """Why a paused thread cannot be resumed by this graph, so it never resumes into nothing."""
-    for task in snapshot.tasks:
-        if not task.interrupts:
-            continue
-        if task.name not in app.nodes:
-            return (
-                f"it is paused at step {task.name!r}, which this version of fsagent does not have"
-            )
-        for interrupt in task.interrupts:
-            if not is_current_payload(interrupt.value):
-                version = (
-                    interrupt.value.get("version") if isinstance(interrupt.value, dict) else None
-                )
-                return f"it waits on an approval of another format (version {version!r})"
-    return None
-
-
 def banner(snapshot: Any, tool_count: int, thread: str) -> str:
     head = f"Loaded {tool_count} tools. Thread '{thread}': "
     payload = pending_approval(snapshot)
@@ -260,6 +240,7 @@ class Session:
     interrupter: TurnInterrupter
     verbose: bool = False
     errors: int = 0
+    store: Any = None  # threads.Store: the ledger that knows what a cut-off run did
 
     async def stream(self, graph_input: Any) -> bool:
         """Run the graph until it ends or pauses; False if it was cut off or failed."""
@@ -269,6 +250,7 @@ class Session:
             await task
             return True
         except asyncio.CancelledError:
+            await self.close_cut_off_run("the run was cut off (Ctrl-C)")
             self.term.say("⨯ interrupted: what finished is kept; the thread takes a new prompt.")
             return False
         except Exception as error:
@@ -276,9 +258,24 @@ class Session:
                 raise
             self.errors += 1
             self.term.say(f"error: {describe_error(error, self.base_url)}")
+            await self.close_cut_off_run("the run was cut off by an error")
             return False
         finally:
             self.interrupter.turn = None
+
+    async def close_cut_off_run(self, why: str) -> None:
+        """Store an answer for every call the cut-off run left without one, so the thread is
+        idle and consistent now rather than repaired only in the next request."""
+        if self.store is None:
+            return
+        from threads import close_run
+
+        for answer in await close_run(self.app, self.store, self.config_thread, why):
+            show_update(self.term, "tools", {"messages": [answer]})
+
+    @property
+    def config_thread(self) -> str:
+        return str(self.config["configurable"]["thread_id"])
 
     async def _stream(self, graph_input: Any) -> None:
         async for mode, chunk in self.app.astream(
@@ -320,8 +317,9 @@ class Session:
         return await self.settle_approvals()
 
 
-async def run_session(app: Any, settings: Any, tools: list[Any]) -> int:
+async def run_session(app: Any, settings: Any, tools: list[Any], store: Any = None) -> int:
     """The read-eval loop. Returns the exit code: 0, 1 after an error, 3 if left paused."""
+    import threads
     from agent import StartupError
     from agent_graph import recursion_limit
 
@@ -330,17 +328,21 @@ async def run_session(app: Any, settings: Any, tools: list[Any]) -> int:
         "configurable": {"thread_id": settings.thread},
         "recursion_limit": recursion_limit(),
     }
+    view = await threads.view_thread(app, settings.thread)
+    if view is not None and view.problem:
+        raise StartupError(threads.cannot_resume_message(view))
     snapshot = await app.aget_state(config)
-    reason = unresumable_reason(snapshot, app)
-    if reason:
-        raise StartupError(
-            f"thread '{settings.thread}' cannot be resumed: {reason}. Nothing was run; "
-            "open another --thread"
-        )
     term.say(banner(snapshot, len(tools), settings.thread))
     term.say("Type a prompt, or 'quit'.")
     with TurnInterrupter(asyncio.get_running_loop()) as interrupter:
-        session = Session(app, config, term, settings.base_url, interrupter, settings.verbose)
+        session = Session(
+            app, config, term, settings.base_url, interrupter, settings.verbose, store=store
+        )
+        if view is not None and view.status == threads.INTERRUPTED:
+            # A crash mid-run: finish it, so nothing approved is lost; the ledger keeps every
+            # write that already ran (or may have) from running again.
+            term.say(f"⟳ The last run was cut off at {', '.join(view.steps)}; finishing it now.")
+            await session.stream(None)
         if not await session.settle_approvals():
             return 3
         return await _prompt_loop(session, term.ask)
