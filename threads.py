@@ -435,7 +435,8 @@ async def closing_answer(
 
     name = call.get("name") or "a tool"
     if name not in WRITE_TOOLS:
-        return tool_message(call["id"], f"Not completed: {name} {why} before it answered.", True)
+        text = f"Not completed: {name} gave no answer; {why}. Call it again if you need it."
+        return tool_message(call["id"], text, error=True)
     row = await store.ledger_row(thread, message_id, call["id"])
     if row is not None and row.status == "done":
         return tool_message(call["id"], row.result or "", error=row.failed)
