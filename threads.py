@@ -464,8 +464,11 @@ async def close_run(app: Any, store: Store, thread: str, why: str) -> list[Any]:
     answers = [await closing_answer(store, thread, message_id, c, why) for c in calls]
     await app.aupdate_state(config, None, as_node=END)
     if answers:
+        update: dict[str, Any] = {"messages": answers}
+        if "approvals" in app.channels:  # the read-only agent's state has none
+            update["approvals"] = {}
         # Written as if the tools node answered, which queues the agent step; clear it again.
-        await app.aupdate_state(config, {"messages": answers, "approvals": {}}, as_node="tools")
+        await app.aupdate_state(config, update, as_node="tools")
         await app.aupdate_state(config, None, as_node=END)
     return answers
 
@@ -481,15 +484,17 @@ async def open_for_reading(db: Path) -> AsyncIterator[tuple[Store, Any]]:
         yield store, reading_graph(saver)
 
 
-async def thread_names(store: Store, app: Any) -> list[str]:
+async def thread_names(store: Store) -> list[str]:
+    """Every thread in the file: registered by us, or only checkpointed (a file written by a
+    version before the registry). Asked of the table, not by loading every checkpoint."""
     names = set(await store.registered_names())
-    async for checkpoint in app.checkpointer.alist(None):
-        names.add(checkpoint.config["configurable"]["thread_id"])
+    async with store.conn.execute("SELECT DISTINCT thread_id FROM checkpoints") as cursor:
+        names.update(str(row[0]) for row in await cursor.fetchall())
     return sorted(names)
 
 
 async def all_views(store: Store, app: Any) -> list[ThreadView]:
-    views = [await view_thread(app, name) for name in await thread_names(store, app)]
+    views = [await view_thread(app, name) for name in await thread_names(store)]
     return [view for view in views if view is not None]
 
 
