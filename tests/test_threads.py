@@ -102,7 +102,13 @@ def test_a_write_killed_while_running_is_not_run_again(workspace: Workspace):
 
 
 def test_a_write_killed_before_its_checkpoint_reuses_its_result(workspace: Workspace):
-    script = [reply(tool_calls=[append_line()]), text("Appended.")]
+    # Local models reuse call ids: the second turn's `call_1` is a new call and must run.
+    script = [
+        reply(tool_calls=[append_line()]),
+        text("Appended."),
+        reply(tool_calls=[append_line()]),
+        text("Appended again."),
+    ]
     with FakeLLM(script, auto_route="filesystem") as llm:
         agent = workspace.start(llm.base_url, env={TEST_HOLD_ENV: "done"})
         agent.send("add a line to log.txt")
@@ -111,13 +117,16 @@ def test_a_write_killed_before_its_checkpoint_reuses_its_result(workspace: Works
         agent.kill()
         assert (workspace.root / "log.txt").read_text() == "line\n"
 
-        resumed = workspace.run(llm.base_url, "")
+        resumed = workspace.run(llm.base_url, "add another line\ny\n")
+        first_answer = tool_messages(llm.requests_with_tools()[1])
 
     assert resumed.returncode == 0, resumed.stderr
-    assert (workspace.root / "log.txt").read_text() == "line\n"  # once, not twice
-    [answer] = tool_messages(llm.requests_with_tools()[-1])
+    [answer] = first_answer
     assert '"new_sha256"' in answer["content"] and "log.txt" in answer["content"]
     assert "agent> Appended." in resumed.stdout
+    assert "agent> Appended again." in resumed.stdout
+    # Once for each approved call: the resume did not append a second time.
+    assert (workspace.root / "log.txt").read_text() == "line\nline\n"
 
 
 def test_a_thread_paused_by_another_version_is_refused_until_reset(workspace: Workspace):
@@ -259,8 +268,9 @@ def test_thread_commands_on_normal_and_wrong_input(workspace: Workspace):
     empty = workspace.run(NO_LLM, "", "threads")
     no_approvals = workspace.run(NO_LLM, "", "approvals")
     assert not workspace.db.exists()  # reading does not create the file
-    with FakeLLM([text("Hello!")], auto_route="general") as llm:
+    with FakeLLM([text("Hello!"), write_hello()], auto_route="general") as llm:
         workspace.run(llm.base_url, "hi\n")
+        workspace.run(llm.base_url, "create hello.txt\n", thread="w")
     listed = workspace.run(NO_LLM, "", "threads")
     unknown = [
         workspace.run(NO_LLM, "", *command)
@@ -273,20 +283,29 @@ def test_thread_commands_on_normal_and_wrong_input(workspace: Workspace):
         )
     ]
     idle_reset = workspace.run(NO_LLM, "", "threads", "reset", "t")
+    waiting_reset = workspace.run(NO_LLM, "", "threads", "reset", "w")
     removed = workspace.run(NO_LLM, "", "threads", "rm", "t")
     after = workspace.run(NO_LLM, "", "threads")
+    shown = workspace.run(NO_LLM, "", "threads", "show", "w")
 
     assert "No threads" in empty.stdout
     assert no_approvals.stdout.strip() == "No pending approvals."
-    [row] = listed.stdout.splitlines()[1:]
-    assert row.split()[:2] == ["t", "2"] and row.endswith("idle")
+    rows = listed.stdout.splitlines()
+    assert rows[1].split()[:2] == ["t", "2"] and rows[1].endswith("idle")
+    assert rows[2].split()[:2] == ["w", "2"] and rows[2].endswith("waiting for approval")
+    assert rows[3].strip() == "call_1: write_file(path='hello.txt', content='hello')"
     for result in unknown:
         assert result.returncode == 1
         assert "no thread named 'nope'" in result.stderr
         assert "Traceback" not in result.stderr
     assert idle_reset.returncode == 0 and "nothing to reset" in idle_reset.stdout
+    assert waiting_reset.returncode == 0, waiting_reset.stderr
+    assert "cancelled call_1: write_file" in waiting_reset.stdout
     assert removed.returncode == 0 and "Deleted thread 't'." in removed.stdout
-    assert "No threads" in after.stdout
+    [row] = after.stdout.splitlines()[1:]
+    assert row.startswith("w ") and row.endswith("idle")
+    assert "← ✗ Cancelled: write_file did not run" in shown.stdout
+    assert not (workspace.root / "hello.txt").exists()
 
 
 def test_a_file_that_is_not_ours_is_refused_and_left_untouched(workspace: Workspace, tmp_path):
