@@ -111,7 +111,10 @@ class Store:
     async def _take(self, thread: str) -> None:
         # BEGIN IMMEDIATE takes the file's write lock, so check-and-set is one step even when
         # two processes open the same thread at the same moment.
-        await self.conn.execute("BEGIN IMMEDIATE")
+        try:
+            await self.conn.execute("BEGIN IMMEDIATE")
+        except sqlite3.OperationalError as error:
+            raise StartupError(locked_message(self.db)) from error
         try:
             async with self.conn.execute(
                 "SELECT pid FROM fsagent_threads WHERE name = ?", (thread,)
@@ -189,6 +192,10 @@ def process_alive(pid: int) -> bool:
     return stat.rpartition(")")[2].split()[:1] != ["Z"]
 
 
+def locked_message(db: Path) -> str:
+    return f"{db} is locked by another program; close it there or pass another --db"
+
+
 def check_file_is_ours(db: Path) -> None:
     """Refuse, before SQLite touches it, a file that is not a SQLite database at all."""
     if not db.exists():
@@ -237,9 +244,7 @@ async def open_store(db: Path) -> AsyncIterator[Store]:
             await conn.executescript(SCHEMA)
         except sqlite3.OperationalError as error:
             if "locked" in str(error) or "busy" in str(error):
-                raise StartupError(
-                    f"{db} is locked by another program; close it there or pass another --db"
-                ) from error
+                raise StartupError(locked_message(db)) from error
             raise StartupError(f"{db} cannot be used ({error}); it was left untouched") from error
         except sqlite3.DatabaseError as error:
             raise StartupError(
