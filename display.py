@@ -270,12 +270,9 @@ class Session:
             return
         from threads import close_run
 
-        for answer in await close_run(self.app, self.store, self.config_thread, why):
+        thread = str(self.config["configurable"]["thread_id"])
+        for answer in await close_run(self.app, self.store, thread, why):
             show_update(self.term, "tools", {"messages": [answer]})
-
-    @property
-    def config_thread(self) -> str:
-        return str(self.config["configurable"]["thread_id"])
 
     async def _stream(self, graph_input: Any) -> None:
         async for mode, chunk in self.app.astream(

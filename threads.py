@@ -665,17 +665,21 @@ async def list_approvals(db: Path) -> int:
 
 
 def add_decision_arguments(parser: argparse.ArgumentParser) -> None:
+    denying = parser.prog.split()[-1] == "deny"
     parser.add_argument("name", help="the waiting thread")
     parser.add_argument(
         "--call",
         action="append",
         dest="calls",
         metavar="ID",
-        help="decide only this call (repeatable); every call of the batch not approved by "
-        "name is rejected, so nothing is left half-decided",
+        help="the call to reject with --reason (repeatable); the batch is one pause, so "
+        "every call in it is rejected"
+        if denying
+        else "approve only this call (repeatable); every other call of the batch is "
+        "rejected, so nothing is left half-decided",
     )
-    if parser.prog.split()[-1] == "deny":
-        parser.add_argument("--reason", default="", help="told to the model")
+    if denying:
+        parser.add_argument("--reason", default="", help="why, told to the model")
 
 
 def run_approve(args: argparse.Namespace, settings: Any) -> int:
@@ -709,8 +713,10 @@ def batch_decisions(
                 "type": "reject",
                 "message": "the person approved only other calls of this batch",
             }
-        else:
+        elif call_id in named:
             decisions[call_id] = {"type": "reject", "message": reason or "the person said no"}
+        else:
+            decisions[call_id] = {"type": "reject", "message": "the person denied this batch"}
     return {"decisions": decisions}
 
 
