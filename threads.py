@@ -272,13 +272,9 @@ async def run_write_once(
     A step runs again after a crash; a `done` call then returns its recorded result and a
     `started` call, which may or may not have changed the file, is never run a second time.
     """
-    from approval import tool_message
-
     row = await store.ledger_row(thread, message_id, call["id"])
-    if row is not None and row.status == "done":
-        return tool_message(call["id"], row.result or "", error=row.failed)
     if row is not None:
-        return tool_message(call["id"], outcome_unknown_text(call), error=True)
+        return recorded_answer(row, call)
     await store.ledger_start(thread, message_id, call, args)
     await hold_for_test("started")
     message = await run()
@@ -288,6 +284,15 @@ async def run_write_once(
     await store.ledger_done(thread, message_id, call["id"], content_text(message.content), failed)
     await hold_for_test("done")
     return message
+
+
+def recorded_answer(row: LedgerRow, call: dict[str, Any]) -> ToolMessage:
+    """What a call the ledger has seen answers, without running it again."""
+    from approval import tool_message
+
+    if row.status == "done":
+        return tool_message(call["id"], row.result or "", error=row.failed)
+    return tool_message(call["id"], outcome_unknown_text(call), error=True)
 
 
 def outcome_unknown_text(call: dict[str, Any]) -> str:
@@ -443,10 +448,8 @@ async def closing_answer(
         text = f"Not completed: {name} gave no answer; {why}. Call it again if you need it."
         return tool_message(call["id"], text, error=True)
     row = await store.ledger_row(thread, message_id, call["id"])
-    if row is not None and row.status == "done":
-        return tool_message(call["id"], row.result or "", error=row.failed)
     if row is not None:
-        return tool_message(call["id"], outcome_unknown_text(call), error=True)
+        return recorded_answer(row, call)
     return tool_message(
         call["id"],
         f"Cancelled: {name} did not run; {why}. Nothing was changed. "
