@@ -79,6 +79,11 @@ class StartupError(Exception):
     """Something stops fsagent from starting; the message is the one line the person sees."""
 
 
+class ThreadError(Exception):
+    """A thread cannot be used as asked (unknown, open elsewhere, not waiting); exit code 1.
+    The message is the one line the person sees, and nothing was changed."""
+
+
 @dataclass
 class Settings:
     base_url: str = DEFAULT_BASE_URL
@@ -227,16 +232,38 @@ class Command:
     name: str
     help: str
     module: str
+    # One module may serve several commands under its own function names.
+    functions: tuple[str, str] = ("add_arguments", "run")
 
     def load(self, function: str) -> Any:
         import importlib
 
-        return getattr(importlib.import_module(self.module), function)
+        name = dict(zip(("add_arguments", "run"), self.functions, strict=True))[function]
+        return getattr(importlib.import_module(self.module), name)
 
 
 COMMANDS: list[Command] = [
     Command("regress", "replay every recorded case in DIR and compare transcripts", "regress"),
     Command("audit", "print every approval decision (who decided what, and why)", "audit"),
+    Command("threads", "list threads; show, rm or reset one (threads show NAME)", "threads"),
+    Command(
+        "approvals",
+        "list every pending approval in the thread file",
+        "threads",
+        ("add_approvals_arguments", "run_approvals"),
+    ),
+    Command(
+        "approve",
+        "approve a waiting thread's calls from any shell; the thread runs on",
+        "threads",
+        ("add_decision_arguments", "run_approve"),
+    ),
+    Command(
+        "deny",
+        "reject a waiting thread's calls from any shell; the model is told why",
+        "threads",
+        ("add_decision_arguments", "run_deny"),
+    ),
 ]
 
 

@@ -19,6 +19,7 @@ from typing import TYPE_CHECKING, Annotated, Any, TypedDict
 
 # State schemas are read at run time by LangGraph, so their types must be importable here.
 from langchain_core.messages import AIMessage, AnyMessage
+from langchain_core.runnables import RunnableConfig
 from langgraph.channels.delta import DeltaChannel
 from langgraph.managed import RemainingSteps
 
@@ -27,6 +28,7 @@ from agent import (
     SYSTEM_PROMPT,
     WRITE_TOOLS,
     StartupError,
+    ThreadError,
     content_text,
     tools_for_group,
 )
@@ -39,6 +41,7 @@ if TYPE_CHECKING:
 
     from audit import AuditLog
     from policy import Policy
+    from threads import Store
 
 # The node whose name updates made between turns (revoking a grant) are recorded under. It
 # never runs; it leads to END, so an update as it schedules nothing.
@@ -167,8 +170,11 @@ def build_graph(
     policy: Policy | None = None,
     mode: str = "ask",
     audit: AuditLog | None = None,
+    ledger: Store | None = None,
     max_model_calls: int = MAX_MODEL_CALLS_PER_TURN,
 ) -> Any:
+    """The approval graph. With a `ledger`, every write call runs at most once per thread,
+    however often the tools step itself runs again (a resume after a crash)."""
     from langchain_core.messages import HumanMessage, SystemMessage
     from langgraph.graph import END, START, StateGraph
     from langgraph.types import Command, interrupt
@@ -251,15 +257,28 @@ def build_graph(
         message = last_ai_message(state)
         assert message is not None, "tools is only reached after a model message"
         approvals = state.get("approvals") or {}
+        thread = str(config["configurable"]["thread_id"])
         if audit is not None:
-            thread = str(config.get("configurable", {}).get("thread_id", ""))
             await audit.record(rows_for(thread, message, approvals))
         results = []
         for call in message.tool_calls:
             refusal = approval.answer_without_running(call, approvals, schemas)
-            results.append(refusal or await _run_call(call, approvals, tools_by_name))
+            results.append(refusal or await run_call(call, approvals, str(message.id), thread))
         results += [approval.answer_invalid_call(c) for c in message.invalid_tool_calls]
         return {"messages": results, "approvals": {}}
+
+    async def run_call(
+        call: dict[str, Any], approvals: dict[str, Any], message_id: str, thread: str
+    ) -> Any:
+        def run() -> Any:
+            return _run_call(call, approvals, tools_by_name)
+
+        if ledger is None or call["name"] not in WRITE_TOOLS:
+            return await run()
+        from threads import run_write_once
+
+        args = _call_args(call, approvals)
+        return await run_write_once(ledger, thread, message_id, call, args, run)
 
     def back_to_agent(state: AgentState) -> str:
         return f"agent_{state.get('route', 'general')}"
@@ -321,13 +340,20 @@ def _step_limit_message(limit: int) -> Any:
     )
 
 
+def _call_args(call: dict[str, Any], approvals: dict[str, Any]) -> Any:
+    """The arguments a call runs with: the person's, when they edited a write."""
+    if call["name"] not in WRITE_TOOLS:
+        return call["args"]
+    return (approvals.get(call["id"]) or {}).get("args", call["args"])
+
+
 async def _run_call(
     call: dict[str, Any], approvals: dict[str, Any], tools_by_name: dict[str, BaseTool]
 ) -> Any:
     import approval
 
     record = approvals.get(call["id"]) or {}
-    args = record.get("args", call["args"]) if call["name"] in WRITE_TOOLS else call["args"]
+    args = _call_args(call, approvals)
     try:
         result = await tools_by_name[call["name"]].ainvoke(
             {"type": "tool_call", "name": call["name"], "args": args, "id": call["id"]}
@@ -374,6 +400,23 @@ async def open_checkpointer(db: Path) -> AsyncIterator[AsyncSqliteSaver]:
         await conn.close()
 
 
+class _NoModel:
+    """Stands in for the chat model in a graph that is only read or updated, never run."""
+
+    def bind_tools(self, *args: Any, **kwargs: Any) -> _NoModel:
+        return self
+
+    async def ainvoke(self, *args: Any, **kwargs: Any) -> Any:
+        raise RuntimeError("this graph only reads threads; it has no model")
+
+
+def reading_graph(checkpointer: AsyncSqliteSaver) -> Any:
+    """The graph's shape without LM Studio or the MCP server, for commands that read or
+    reset threads: the state's channels rebuild messages from stored deltas, and its node
+    names tell which paused steps this version can resume."""
+    return build_graph(_NoModel(), [], checkpointer)  # type: ignore[arg-type]
+
+
 # --- the command line ------------------------------------------------------------------------
 
 
@@ -397,6 +440,9 @@ def main(argv: list[str] | None = None) -> int:
         if type(error).__name__ == "ReplayMismatch":  # not imported unless --replay ran
             print(f"fsagent: replay mismatch at {error}", file=sys.stderr)
             return 4
+        if isinstance(error, ThreadError):
+            print(f"fsagent: {error}", file=sys.stderr)
+            return 1
         if settings.verbose:
             raise
         from display import describe_error
@@ -421,6 +467,32 @@ def first_leaf(error: BaseException) -> BaseException:
 
 async def _run(settings: Any) -> int:
     import display
+    from threads import open_store
+
+    async with open_store(settings.db) as store, store.hold(settings.thread):
+        if not settings.read_only:
+            # Before LM Studio and the tools: a thread that cannot go on is the news.
+            await check_resumable(settings.db, settings.thread)
+        async with open_agent(settings, store) as (app, tools, policy):
+            return await display.run_session(app, settings, tools, store, policy)
+
+
+async def check_resumable(db: Path, thread: str) -> None:
+    """Refuse, loudly, a thread paused where this version cannot resume it."""
+    from threads import cannot_resume_message, view_thread
+
+    async with open_checkpointer(db) as saver:
+        view = await view_thread(reading_graph(saver), thread)
+    if view is not None and view.problem:
+        raise StartupError(cannot_resume_message(view))
+
+
+@asynccontextmanager
+async def open_agent(
+    settings: Any, store: Store
+) -> AsyncIterator[tuple[Any, list[BaseTool], Policy]]:
+    """Everything a run needs: the rules, the model, our MCP server's tools, and the graph on
+    the thread file, whose write calls go through `store`'s ledger."""
     from agent import check_roots, open_tools
     from policy import load_policy
 
@@ -446,9 +518,15 @@ async def _run(settings: Any) -> int:
                     audit = AuditLog(saver)
                     await audit.create_table()
                     app = build_graph(
-                        model, tools, saver, policy=policy, mode=settings.approve, audit=audit
+                        model,
+                        tools,
+                        saver,
+                        policy=policy,
+                        mode=settings.approve,
+                        audit=audit,
+                        ledger=store,
                     )
-                return await display.run_session(app, settings, tools, policy)
+                yield app, tools, policy
     finally:
         model_ready.cancel()
 

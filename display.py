@@ -11,8 +11,6 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any, TextIO
 
-from approval import is_current_payload
-
 CLIP_AT = 300
 RESULT_LINES = 3
 QUIT_WORDS = frozenset({"quit", "exit"})
@@ -154,24 +152,6 @@ def pending_approval(snapshot: Any) -> dict[str, Any] | None:
     for interrupt in snapshot.interrupts:
         if isinstance(interrupt.value, dict) and interrupt.value.get("kind") == "approval":
             return interrupt.value
-    return None
-
-
-def unresumable_reason(snapshot: Any, app: Any) -> str | None:
-    """Why a paused thread cannot be resumed by this graph, so it never resumes into nothing."""
-    for task in snapshot.tasks:
-        if not task.interrupts:
-            continue
-        if task.name not in app.nodes:
-            return (
-                f"it is paused at step {task.name!r}, which this version of fsagent does not have"
-            )
-        for interrupt in task.interrupts:
-            if not is_current_payload(interrupt.value):
-                version = (
-                    interrupt.value.get("version") if isinstance(interrupt.value, dict) else None
-                )
-                return f"it waits on an approval of another format (version {version!r})"
     return None
 
 
@@ -463,6 +443,7 @@ class Session:
     errors: int = 0
     call_names: dict[str, str] = field(default_factory=dict)
     tools: dict[str, Any] = field(default_factory=dict)  # by name, for previews
+    store: Any = None  # threads.Store: the ledger that knows what a cut-off run did
 
     async def stream(self, graph_input: Any) -> bool:
         """Run the graph until it ends or pauses; False if it was cut off or failed."""
@@ -472,6 +453,7 @@ class Session:
             await task
             return True
         except asyncio.CancelledError:
+            await self.close_cut_off_run("the run was cut off (Ctrl-C)")
             self.term.say("⨯ interrupted: what finished is kept; the thread takes a new prompt.")
             return False
         except Exception as error:
@@ -482,6 +464,7 @@ class Session:
             line = describe_error(error, self.base_url)
             self.term.say(f"error: {line}")
             self.term.event("error", text=line)
+            await self.close_cut_off_run("the run was cut off by an error")
             return False
         finally:
             self.interrupter.turn = None
@@ -532,6 +515,17 @@ class Session:
             status="error" if failed else "ok",
             text=text,
         )
+
+    async def close_cut_off_run(self, why: str) -> None:
+        """Store an answer for every call the cut-off run left without one, so the thread is
+        idle and consistent now rather than repaired only in the next request."""
+        if self.store is None:
+            return
+        from threads import close_run
+
+        thread = str(self.config["configurable"]["thread_id"])
+        for answer in await close_run(self.app, self.store, thread, why):
+            self.show("tools", {"messages": [answer]})
 
     async def _stream(self, graph_input: Any) -> None:
         async for mode, chunk in self.app.astream(
@@ -607,8 +601,11 @@ class Session:
         return await self.settle_approvals()
 
 
-async def run_session(app: Any, settings: Any, tools: list[Any], policy: Any = None) -> int:
+async def run_session(
+    app: Any, settings: Any, tools: list[Any], store: Any = None, policy: Any = None
+) -> int:
     """The read-eval loop. Returns the exit code (see agent.EXIT_CODES)."""
+    import threads
     from agent import StartupError
     from agent_graph import recursion_limit
 
@@ -616,13 +613,10 @@ async def run_session(app: Any, settings: Any, tools: list[Any], policy: Any = N
         "configurable": {"thread_id": settings.thread},
         "recursion_limit": recursion_limit(),
     }
+    view = await threads.view_thread(app, settings.thread)
+    if view is not None and view.problem:
+        raise StartupError(threads.cannot_resume_message(view))
     snapshot = await app.aget_state(config)
-    reason = unresumable_reason(snapshot, app)
-    if reason:
-        raise StartupError(
-            f"thread '{settings.thread}' cannot be resumed: {reason}. Nothing was run; "
-            "open another --thread"
-        )
     with open_transcript(settings) as transcript:
         term = Terminal(transcript=transcript, redactions=root_redactions(settings.roots))
         term.say(banner(snapshot, len(tools), settings.thread))
@@ -640,7 +634,14 @@ async def run_session(app: Any, settings: Any, tools: list[Any], policy: Any = N
                 verbose=settings.verbose,
                 strict=settings.strict,
                 tools={tool.name: tool for tool in tools},
+                store=store,
             )
+            if view is not None and view.status == threads.INTERRUPTED:
+                # A crash mid-run: finish it, so nothing approved is lost; the ledger keeps
+                # every write that already ran (or may have) from running again.
+                steps = ", ".join(view.steps)
+                term.say(f"⟳ The last run was cut off at {steps}; finishing it now.")
+                await session.stream(None)
             if not await session.settle_approvals():
                 return 3
             return await _prompt_loop(session, term.ask)

@@ -51,7 +51,13 @@ class Workspace:
         ]
 
     def run(
-        self, base_url: str, stdin: str = "", *args: str, thread: str = "t", timeout: float = 60
+        self,
+        base_url: str,
+        stdin: str = "",
+        *args: str,
+        thread: str = "t",
+        timeout: float = 60,
+        env: dict[str, str] | None = None,
     ) -> subprocess.CompletedProcess[str]:
         return subprocess.run(
             self.command(base_url, *args, thread=thread),
@@ -60,10 +66,12 @@ class Workspace:
             text=True,
             timeout=timeout,
             cwd=self.root,
-            env=agent_env(),
+            env={**agent_env(), **(env or {})},
         )
 
-    def start(self, base_url: str, *args: str, thread: str = "t") -> RunningAgent:
+    def start(
+        self, base_url: str, *args: str, thread: str = "t", env: dict[str, str] | None = None
+    ) -> RunningAgent:
         process = subprocess.Popen(
             self.command(base_url, *args, thread=thread),
             stdin=subprocess.PIPE,
@@ -71,7 +79,7 @@ class Workspace:
             stderr=subprocess.PIPE,
             text=True,
             cwd=self.root,
-            env=agent_env(),
+            env={**agent_env(), **(env or {})},
         )
         self.processes.append(process)
         return RunningAgent(process)
@@ -112,6 +120,10 @@ class RunningAgent:
     def kill(self) -> None:
         self.process.send_signal(signal.SIGKILL)
         self.process.wait(timeout=10)
+
+    def interrupt(self) -> None:
+        """Ctrl-C, as the terminal sends it."""
+        self.process.send_signal(signal.SIGINT)
 
     def finish(self, timeout: float = 30) -> int:
         assert self.process.stdin is not None
