@@ -16,6 +16,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from mcp_servers.tool_names import READ_TOOL_NAMES, WRITE_TOOL_NAMES
+
 if TYPE_CHECKING:
     from langchain_core.tools import BaseTool
     from langchain_openai import ChatOpenAI
@@ -23,24 +25,9 @@ if TYPE_CHECKING:
 PROJECT_DIR = Path(__file__).resolve().parent
 DEFAULT_BASE_URL = "http://localhost:1234/v1"
 
-WRITE_TOOLS: frozenset[str] = frozenset(
-    {"write_file", "patch_file", "make_dir", "touch", "copy", "move", "delete"}
-)
-ALLOWED_TOOLS: frozenset[str] = frozenset(
-    {
-        "list_allowed_roots",
-        "list_directory",
-        "list_directory_with_sizes",
-        "directory_tree",
-        "read_file",
-        "read_multiple_files",
-        "get_file_info",
-        "file_hash",
-        "search_files",
-        "grep",
-        "diff_files",
-    }
-)
+# The write tools (each one waits for approval) and the read tools, as our server names them.
+WRITE_TOOLS: frozenset[str] = WRITE_TOOL_NAMES
+ALLOWED_TOOLS: frozenset[str] = READ_TOOL_NAMES
 
 # Each group is an agent node (`agent_<group>`) bound to these tools. `general` gets every tool.
 # Groups only narrow what the model is offered; approval is decided by tool name, never by group.

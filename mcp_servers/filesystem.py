@@ -33,30 +33,13 @@ from mcp_servers.errors import one_line
 from mcp_servers.reading import ReadTools
 from mcp_servers.sandbox import RootError, Sandbox, SandboxError, resolve_roots
 from mcp_servers.searching import SearchTools
+from mcp_servers.tool_names import READ_TOOL_NAMES, WRITE_TOOL_NAMES
 from mcp_servers.writing import WriteTools
 
 # The tools live by job: reading.py (listings, trees, reads, info, diffs), searching.py
 # (search_files, grep), writing.py (writes, patches, copy/move/delete), on top of walking.py
 # (folder walks), fileio.py (no-follow opens, hashes, binary detection) and sandbox.py (paths).
 
-READ_TOOL_NAMES: frozenset[str] = frozenset(
-    {
-        "list_allowed_roots",
-        "list_directory",
-        "list_directory_with_sizes",
-        "directory_tree",
-        "read_file",
-        "read_multiple_files",
-        "get_file_info",
-        "file_hash",
-        "search_files",
-        "grep",
-        "diff_files",
-    }
-)
-WRITE_TOOL_NAMES: frozenset[str] = frozenset(
-    {"write_file", "patch_file", "make_dir", "touch", "copy", "move", "delete"}
-)
 
 logger = logging.getLogger("fsagent.filesystem")
 

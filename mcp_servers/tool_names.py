@@ -1,0 +1,21 @@
+"""The server's tool names, in a module with no imports, so a client can know which tools
+write without loading the server."""
+
+READ_TOOL_NAMES: frozenset[str] = frozenset(
+    {
+        "list_allowed_roots",
+        "list_directory",
+        "list_directory_with_sizes",
+        "directory_tree",
+        "read_file",
+        "read_multiple_files",
+        "get_file_info",
+        "file_hash",
+        "search_files",
+        "grep",
+        "diff_files",
+    }
+)
+WRITE_TOOL_NAMES: frozenset[str] = frozenset(
+    {"write_file", "patch_file", "make_dir", "touch", "copy", "move", "delete"}
+)
