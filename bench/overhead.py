@@ -115,8 +115,8 @@ def build_thread(tool: str, approvals: bool, flag: bool) -> Thread:
     return Thread(script, is_call, "\n".join(lines) + "\n", args)
 
 
-def run_agent(thread: Thread, base_url: str, root: Path, db: Path) -> tuple[str, int]:
-    """Run the CLI to the end of its input; its output and its peak RSS in KiB.
+def run_agent(thread: Thread, base_url: str, root: Path, db: Path) -> tuple[str, Any]:
+    """Run the CLI to the end of its input; its output and its resource usage.
 
     os.wait4 gives the rusage of this one process (RUSAGE_CHILDREN would also count every
     other process the benchmark ever waited for).
@@ -142,16 +142,28 @@ def run_agent(thread: Thread, base_url: str, root: Path, db: Path) -> tuple[str,
             raise RuntimeError(
                 f"fsagent exited {process.returncode}:\n{output[-2000:]}\n{errors.read().decode()}"
             )
-    return output, usage.ru_maxrss
+    return output, usage
 
 
-def measure_thread(thread: Thread, root: Path, db: Path) -> tuple[list[float], int]:
+def cpu_seconds(usage: Any) -> float:
+    """User and system time of the agent and the children it waited for (its MCP server)."""
+    return float(usage.ru_utime + usage.ru_stime)
+
+
+def measure_thread(thread: Thread, root: Path, db: Path) -> tuple[list[float], Any]:
     fake, log = timed_fake(thread.script)
     with fake:
-        _, peak_kib = run_agent(thread, fake.base_url, root, db)
+        _, usage = run_agent(thread, fake.base_url, root, db)
         if fake.remaining or fake.exhausted:
             raise RuntimeError(f"the thread did not follow its script ({fake.remaining} left)")
-    return step_times(log, thread.is_call), peak_kib
+    return step_times(log, thread.is_call), usage
+
+
+def idle_usage(root: Path, db: Path) -> Any:
+    """The same launch answering `quit` at once: start-up, to subtract from a thread's CPU."""
+    fake, _ = timed_fake([])
+    with fake:
+        return run_agent(Thread([], [], "quit\n", []), fake.base_url, root, db)[1]
 
 
 # -- the naive way --------------------------------------------------------------------------------
@@ -188,15 +200,17 @@ def bare_import_rss() -> int:
 def measure() -> list[Row]:
     flag = approve_flag_supported()
     rows: list[Row] = []
-    peaks: list[int] = []
     with tempfile.TemporaryDirectory(prefix="fsagent-overhead-") as temp:
         root = Path(temp) / "root"
         (root / "out").mkdir(parents=True)
         (root / "notes.md").write_text(FILE_TEXT)
-        reads, peak = measure_thread(build_thread("read_file", False, flag), root, root / "r.db")
-        peaks.append(peak)
-        writes, peak = measure_thread(build_thread("write_file", True, flag), root, root / "w.db")
-        peaks.append(peak)
+        idle = cpu_seconds(idle_usage(root, root / "i.db"))
+        reads, read_usage = measure_thread(
+            build_thread("read_file", False, flag), root, root / "r.db"
+        )
+        writes, write_usage = measure_thread(
+            build_thread("write_file", True, flag), root, root / "w.db"
+        )
         naive_reads = asyncio.run(
             per_call_session_times(root, "read_file", [{"path": "notes.md"}] * BASELINE_CALLS)
         )
@@ -228,10 +242,21 @@ def measure() -> list[Row]:
             goal,
         )
     )
+    # CPU seconds barely move when the machine is busy, unlike wall time: the steady figure.
+    for kind, usage in (("read", read_usage), ("approved write", write_usage)):
+        rows.append(
+            row(
+                f"{kind} step, agent+server CPU per step",
+                (cpu_seconds(usage) - idle) / steps * 1000,
+                None,
+                "ms",
+                "figure: (CPU of thread - CPU of quit) / steps",
+            )
+        )
     rows.append(
         row(
             f"peak RSS of fsagent over {steps} steps",
-            max(peaks) / 1024,
+            max(read_usage.ru_maxrss, write_usage.ru_maxrss) / 1024,
             bare_import_rss() / 1024,
             "MB",
             "figure; baseline: bare langgraph+openai import",
