@@ -1,0 +1,191 @@
+"""Thread growth: the thread file's size and the time of a turn as a conversation gets long.
+
+A minimal graph whose one node appends a 1 KB AIMessage (with a fixed id per turn) to the
+messages, so the model is not involved and what is measured is storage: our state
+(`agent_graph.AgentState`, messages in a DeltaChannel with `append_messages`) against
+LangGraph's default message channel (`Annotated[list, add_messages]`), each on a real
+AsyncSqliteSaver file opened the way fsagent opens it, run with durability="sync". A turn is
+timed as display's session runs one: `astream` to the end, then `aget_state`.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import tempfile
+import time
+from pathlib import Path
+from typing import Annotated, Any, TypedDict
+
+from langchain_core.messages import AIMessage, AnyMessage, HumanMessage
+from langgraph.channels.delta import DeltaChannel
+from langgraph.graph.message import add_messages
+
+from bench.common import Row, median, row
+
+TURNS = 400
+MARKS = (10, 100, 400)
+WINDOW = 9  # a turn's time is the median of the WINDOW turns ending at the mark
+REPLY = "x" * 1024
+
+
+class DefaultState(TypedDict, total=False):
+    """What the naive agent stores: the whole list, rewritten at every step."""
+
+    messages: Annotated[list[AnyMessage], add_messages]
+
+
+def one_pass_append(current: list[Any], writes: Any) -> list[Any]:
+    """A what-if, not what we ship: `append_messages` in one pass over the history.
+
+    `agent_graph.append_messages` folds `add_messages` over each write, and every fold
+    re-indexes the whole history, so replaying k writes onto n messages costs k * n. Here the
+    id index is built once. Anything add_messages would treat specially (no id, a removal,
+    a dict) falls back to it, so the result is the same.
+    """
+    from langchain_core.messages import BaseMessage, RemoveMessage
+
+    merged = list(current)
+    index = {message.id: n for n, message in enumerate(merged)}
+    for write in writes:
+        batch = write if isinstance(write, list) else [write]
+        plain = all(
+            isinstance(m, BaseMessage) and m.id and not isinstance(m, RemoveMessage) for m in batch
+        )
+        if not plain:
+            merged = add_messages(merged, write)
+            index = {message.id: n for n, message in enumerate(merged)}
+            continue
+        for message in batch:
+            if message.id in index:
+                merged[index[message.id]] = message
+            else:
+                index[message.id] = len(merged)
+                merged.append(message)
+    return merged
+
+
+class OnePassState(TypedDict, total=False):
+    messages: Annotated[list[AnyMessage], DeltaChannel(one_pass_append)]
+
+
+async def reply(state: dict[str, Any]) -> dict[str, Any]:
+    turn = state["messages"][-1].id.removeprefix("human-")
+    return {"messages": [AIMessage(content=REPLY, id=f"ai-{turn}")]}
+
+
+def build(state_schema: Any, saver: Any) -> Any:
+    from langgraph.graph import START, StateGraph
+
+    graph = StateGraph(state_schema)
+    graph.add_node("reply", reply)
+    graph.add_edge(START, "reply")
+    return graph.compile(checkpointer=saver)
+
+
+def file_size(db: Path) -> int:
+    """The thread file with its WAL: both are what the person's disk holds."""
+    return sum(p.stat().st_size for p in (db, Path(f"{db}-wal")) if p.exists())
+
+
+async def run_thread(
+    state_schema: Any, db: Path, turns: int, pragma: str = "", get_state: bool = True
+) -> dict:
+    """Sizes in bytes, and wall and CPU seconds of a turn, at each mark.
+
+    Wall time is what the person waits, fsyncs included, and is noisy on a shared disk; CPU
+    time (all threads, aiosqlite's too) is the work we do, and shows growth without the noise.
+    """
+    from agent_graph import open_checkpointer
+
+    sizes: dict[int, int] = {}
+    wall: list[float] = []
+    cpu: list[float] = []
+    config = {"configurable": {"thread_id": "long"}}
+    async with open_checkpointer(db) as saver:
+        if pragma:
+            await saver.conn.execute(pragma)
+        app = build(state_schema, saver)
+        for turn in range(1, turns + 1):
+            message = HumanMessage(content=f"turn {turn}", id=f"human-{turn}")
+            started, started_cpu = time.perf_counter(), time.process_time()
+            async for _ in app.astream({"messages": [message]}, config, durability="sync"):
+                pass
+            if get_state:
+                await app.aget_state(config)
+            wall.append(time.perf_counter() - started)
+            cpu.append(time.process_time() - started_cpu)
+            if turn in MARKS:
+                sizes[turn] = file_size(db)
+    marks = [m for m in MARKS if m <= turns]
+    return {
+        "sizes": sizes,
+        "wall": {m: median(wall[m - WINDOW : m]) for m in marks},
+        "cpu": {m: median(cpu[m - WINDOW : m]) for m in marks},
+    }
+
+
+def measure() -> list[Row]:
+    from agent_graph import AgentState
+
+    normal = "PRAGMA synchronous=NORMAL"
+    with tempfile.TemporaryDirectory(prefix="fsagent-growth-") as temp:
+        ours = asyncio.run(run_thread(AgentState, Path(temp) / "ours.db", TURNS))
+        naive = asyncio.run(run_thread(DefaultState, Path(temp) / "default.db", TURNS))
+        one_pass = asyncio.run(run_thread(OnePassState, Path(temp) / "one.db", TURNS, normal))
+        relaxed = asyncio.run(run_thread(AgentState, Path(temp) / "normal.db", 10, normal))
+    rows = []
+    for mark in MARKS:
+        rows.append(
+            row(
+                f"thread file at turn {mark} (vs default channel)",
+                ours["sizes"][mark] / 1e6,
+                naive["sizes"][mark] / 1e6,
+                "MB",
+                "< 10 MB" if mark == TURNS else "figure",
+            )
+        )
+    for kind in ("wall", "cpu"):
+        for mark in MARKS:
+            rows.append(
+                row(
+                    f"turn {kind} time at turn {mark} (vs default)",
+                    ours[kind][mark] * 1000,
+                    naive[kind][mark] * 1000,
+                    "ms",
+                    "figure",
+                )
+            )
+        rows.append(
+            row(
+                f"turn {kind} time growth, turn {TURNS} / turn 10",
+                ours[kind][TURNS] / ours[kind][10],
+                naive[kind][TURNS] / naive[kind][10],
+                "x",
+                "ours <= 2x",
+            )
+        )
+    rows.append(
+        row(
+            f"what-if: one-pass reducer, CPU at turn {TURNS}",
+            ours["cpu"][TURNS] * 1000,
+            one_pass["cpu"][TURNS] * 1000,
+            "ms",
+            "baseline: bench one_pass_append",
+        )
+    )
+    rows.append(
+        row(
+            "what-if: synchronous=NORMAL, wall at turn 10",
+            ours["wall"][10] * 1000,
+            relaxed["wall"][10] * 1000,
+            "ms",
+            "baseline: WAL + synchronous=NORMAL",
+        )
+    )
+    return rows
+
+
+if __name__ == "__main__":
+    from bench.common import print_table
+
+    print_table(measure())

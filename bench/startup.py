@@ -1,0 +1,114 @@
+"""Start-up: from launch to the `you> ` prompt on a terminal, and `echo quit | fsagent` to exit,
+against a Python that only imports what any LangGraph + OpenAI agent must import.
+
+The prompt is awaited on a pseudo-terminal, the way a person sees it; LM Studio is the
+scripted stand-in (only `/v1/models` is asked). One unmeasured launch first, so every
+measured one finds compiled bytecode and a warm page cache.
+"""
+
+from __future__ import annotations
+
+import os
+import pty
+import select
+import subprocess
+import sys
+import tempfile
+import time
+from collections.abc import Callable
+from pathlib import Path
+
+from bench.common import Row, agent_command, agent_env, fake_llm_module, median, row
+
+RUNS = 5
+PROMPT = b"you> "
+BARE_IMPORT = [sys.executable, "-c", "import langgraph.graph, langchain_openai"]
+
+
+def time_to_prompt(command: list[str], cwd: Path, timeout: float = 30) -> float:
+    """Seconds from launch until `you> ` appears on the terminal; then answers `quit`."""
+    controller, terminal = pty.openpty()
+    started = time.perf_counter()
+    process = subprocess.Popen(
+        command, stdin=terminal, stdout=terminal, stderr=terminal, cwd=cwd, env=agent_env()
+    )
+    os.close(terminal)
+    seen = b""
+    try:
+        while PROMPT not in seen:
+            if time.perf_counter() - started > timeout:
+                raise RuntimeError(f"no prompt within {timeout}s: {seen.decode(errors='replace')}")
+            ready, _, _ = select.select([controller], [], [], 0.5)
+            if ready:
+                try:
+                    seen += os.read(controller, 4096)
+                except OSError as error:  # EIO: the agent closed the terminal, i.e. exited
+                    raise RuntimeError(
+                        f"fsagent exited: {seen.decode(errors='replace')}"
+                    ) from error
+        elapsed = time.perf_counter() - started
+        os.write(controller, b"quit\n")
+        process.wait(timeout=timeout)
+    finally:
+        if process.poll() is None:
+            process.kill()
+            process.wait()
+        os.close(controller)
+    return elapsed
+
+
+def time_to_exit(command: list[str], cwd: Path, stdin: str = "") -> float:
+    started = time.perf_counter()
+    done = subprocess.run(
+        command, input=stdin, capture_output=True, text=True, cwd=cwd, env=agent_env()
+    )
+    elapsed = time.perf_counter() - started
+    if done.returncode != 0:
+        raise RuntimeError(f"{command[0]} exited {done.returncode}: {done.stderr[-1000:]}")
+    return elapsed
+
+
+def interleaved(cases: dict[str, Callable[[], float]]) -> dict[str, float]:
+    """The median of RUNS of each case, taken in rounds of one of each, so a machine that
+    gets busier or quieter part-way (other work on a shared box) weighs on all of them."""
+    timings: dict[str, list[float]] = {name: [] for name in cases}
+    for _ in range(RUNS):
+        for name, measure_once in cases.items():
+            timings[name].append(measure_once())
+    return {name: median(values) for name, values in timings.items()}
+
+
+def measure() -> list[Row]:
+    fake_llm = fake_llm_module()
+    with (
+        tempfile.TemporaryDirectory(prefix="fsagent-startup-") as temp,
+        fake_llm.FakeLLM([]) as llm,
+    ):
+        root = Path(temp)
+        fsagent = [
+            *agent_command(),
+            *("--base-url", llm.base_url, "--root", str(root), "--db", str(root / "t.db")),
+        ]
+        time_to_prompt(fsagent, root)  # warm-up: bytecode, page cache, the thread file
+        timings = interleaved(
+            {
+                "prompt": lambda: time_to_prompt(fsagent, root),
+                "piped": lambda: time_to_exit(fsagent, root, "quit\n"),
+                "help": lambda: time_to_exit([*agent_command(), "--help"], root),
+                "bare": lambda: time_to_exit(BARE_IMPORT, root),
+            }
+        )
+        prompt, piped, helped, bare = (
+            timings[name] for name in ("prompt", "piped", "help", "bare")
+        )
+    return [
+        row("start-up to `you> ` prompt (pty)", prompt, bare, "s", "<= 1.3x bare import"),
+        row("echo quit | fsagent, launch to exit", piped, bare, "s", "figure"),
+        row("fsagent --help, launch to exit", helped, bare, "s", "figure (lazy imports)"),
+    ]
+
+
+if __name__ == "__main__":
+    from bench.common import print_table
+
+    print_table(measure())
