@@ -64,16 +64,36 @@ ROUTER_PROMPT = (
 def append_messages(current: list[Any], writes: Sequence[Any]) -> list[Any]:
     """The message reducer for DeltaChannel: apply a batch of writes in order.
 
-    Folding `add_messages` over the batch is batching-invariant, which DeltaChannel needs
-    to rebuild the history from stored deltas instead of storing it whole at every step.
+    It is `add_messages` folded over the batch, which is batching-invariant as DeltaChannel
+    needs, but with the id index built once: folding `add_messages` re-indexes the whole
+    history for every write, which made a turn's cost grow with the thread. Anything
+    `add_messages` treats specially (a removal, a chunk, no id, a dict) goes through it.
     Every message we write carries an id already, so replaying never invents new ones.
     """
+    from langchain_core.messages import BaseMessage, BaseMessageChunk, RemoveMessage
     from langgraph.graph.message import add_messages
 
     merged = list(current)
+    index = {message.id: n for n, message in enumerate(merged)}
     for write in writes:
-        merged = add_messages(merged, write)
+        batch = write if isinstance(write, list) else [write]
+        if not all(_plain_message(m, BaseMessage, BaseMessageChunk, RemoveMessage) for m in batch):
+            merged = add_messages(merged, write)
+            index = {message.id: n for n, message in enumerate(merged)}
+            continue
+        for message in batch:
+            if message.id in index:
+                merged[index[message.id]] = message
+            else:
+                index[message.id] = len(merged)
+                merged.append(message)
     return merged
+
+
+def _plain_message(message: Any, base: type, chunk: type, remove: type) -> bool:
+    return (
+        isinstance(message, base) and not isinstance(message, chunk | remove) and bool(message.id)
+    )
 
 
 class AgentState(TypedDict, total=False):
@@ -389,6 +409,9 @@ async def open_checkpointer(db: Path) -> AsyncIterator[AsyncSqliteSaver]:
         saver = AsyncSqliteSaver(conn)
         try:
             await conn.execute("PRAGMA busy_timeout = 10000")
+            # With WAL, NORMAL keeps every commit through a killed process (what we promise);
+            # only a power cut can lose the last ones. FULL costs an fsync per checkpoint.
+            await conn.execute("PRAGMA synchronous = NORMAL")
             await saver.setup()
         except sqlite3.DatabaseError as error:
             raise StartupError(
@@ -449,6 +472,21 @@ def main(argv: list[str] | None = None) -> int:
 
         print(f"fsagent: {describe_error(error, settings.base_url)}", file=sys.stderr)
         return 1
+
+
+def cli() -> None:
+    """The `fsagent` command: `main`, then exit without the interpreter's teardown.
+
+    When `main` returns, the thread file, the transcript and the server are closed already;
+    tearing down the hundreds of modules langchain imports costs ~0.4 s on every run (a
+    piped regression run pays it each time) and does nothing for the person.
+    """
+    import os
+
+    code = main()
+    sys.stdout.flush()
+    sys.stderr.flush()
+    os._exit(code)
 
 
 def run_command(args: Any, settings: Any) -> int:
@@ -579,6 +617,6 @@ def import_in_background(module: str) -> None:
 if __name__ == "__main__":
     # Run the importable module's main, not this __main__ copy: LangGraph resolves the state
     # schemas' annotations through their module, which must be `agent_graph`.
-    from agent_graph import main as agent_main
+    from agent_graph import cli
 
-    sys.exit(agent_main())
+    cli()

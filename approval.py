@@ -55,14 +55,36 @@ def schema_problem(name: str, args: Any, schema: dict[str, Any]) -> str | None:
 
     if not isinstance(args, dict):
         return f"the arguments of {name} must be a JSON object."
-    try:
-        jsonschema.validate(args, schema)
-    except jsonschema.ValidationError as error:
-        where = "/".join(str(part) for part in error.absolute_path) or "arguments"
-        return f"invalid arguments for {name} ({where}): {error.message}."
-    except jsonschema.SchemaError:
+    validator = _validator(schema)
+    if validator is None:
         return None  # the server's schema is its business; let the server judge the call
-    return None
+    error = jsonschema.exceptions.best_match(validator.iter_errors(args))
+    if error is None:
+        return None
+    where = "/".join(str(part) for part in error.absolute_path) or "arguments"
+    return f"invalid arguments for {name} ({where}): {error.message}."
+
+
+# Checking a schema costs far more than checking arguments against it, and a tool's schema
+# never changes while the server runs: check each once. Keyed by identity, holding the schema
+# so its id is never reused by another.
+_validators: dict[int, tuple[dict[str, Any], Any]] = {}
+
+
+def _validator(schema: dict[str, Any]) -> Any:
+    import jsonschema
+
+    cached = _validators.get(id(schema))
+    if cached is not None and cached[0] is schema:
+        return cached[1]
+    cls = jsonschema.validators.validator_for(schema)
+    try:
+        cls.check_schema(schema)
+        validator = cls(schema)
+    except jsonschema.SchemaError:
+        validator = None
+    _validators[id(schema)] = (schema, validator)
+    return validator
 
 
 def writes_to_review(message: AIMessage, schemas: dict[str, dict[str, Any]]) -> list[ToolCall]:

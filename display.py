@@ -149,7 +149,11 @@ def _is_model_text(message: Any, node: str) -> bool:
 
 
 def pending_approval(snapshot: Any) -> dict[str, Any] | None:
-    for interrupt in snapshot.interrupts:
+    return approval_among(snapshot.interrupts)
+
+
+def approval_among(interrupts: Any) -> dict[str, Any] | None:
+    for interrupt in interrupts:
         if isinstance(interrupt.value, dict) and interrupt.value.get("kind") == "approval":
             return interrupt.value
     return None
@@ -442,6 +446,7 @@ class Session:
     strict: bool = False
     errors: int = 0
     call_names: dict[str, str] = field(default_factory=dict)
+    paused_on: dict[str, Any] | None = None  # the approval the last run stopped at
     tools: dict[str, Any] = field(default_factory=dict)  # by name, for previews
     store: Any = None  # threads.Store: the ledger that knows what a cut-off run did
 
@@ -528,6 +533,7 @@ class Session:
             self.show("tools", {"messages": [answer]})
 
     async def _stream(self, graph_input: Any) -> None:
+        self.paused_on = None
         async for mode, chunk in self.app.astream(
             graph_input,
             self.config,
@@ -540,14 +546,21 @@ class Session:
                     self.term.stream(message.content)
             else:
                 for node, update in chunk.items():
-                    if node != "__interrupt__":
+                    if node == "__interrupt__":
+                        self.paused_on = approval_among(update)
+                    else:
                         self.show(node, update)
 
-    async def settle_approvals(self) -> bool:
-        """Ask about every pending approval in turn; False if the thread is left paused."""
+    async def settle_approvals(self, payload: dict[str, Any] | None = None) -> bool:
+        """Ask about every pending approval in turn; False if the thread is left paused.
+
+        The run that paused hands over its payload; without one (a thread just opened) the
+        thread's state says whether anything waits."""
         from langgraph.types import Command
 
-        while payload := pending_approval(await self.app.aget_state(self.config)):
+        if payload is None:
+            payload = pending_approval(await self.app.aget_state(self.config))
+        while payload:
             try:
                 decisions = await review(self.term, payload, self.tools)
             except NotAnAnswer as refused:
@@ -563,6 +576,7 @@ class Session:
                 return False
             if not await self.stream(Command(resume=decisions)):
                 return True
+            payload = self.paused_on
         return True
 
     async def grants(self) -> list[dict[str, str]]:
@@ -598,7 +612,9 @@ class Session:
         message = HumanMessage(content=prompt, id=new_id("human"))
         if not await self.stream({"messages": [message]}):
             return True
-        return await self.settle_approvals()
+        if self.paused_on is None:
+            return True
+        return await self.settle_approvals(self.paused_on)
 
 
 async def run_session(

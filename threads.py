@@ -241,6 +241,7 @@ async def open_store(db: Path) -> AsyncIterator[Store]:
                     "fsagent threads file; it was left untouched. Pass another --db"
                 )
             await conn.execute("PRAGMA journal_mode = WAL")
+            await conn.execute("PRAGMA synchronous = NORMAL")  # see open_checkpointer
             await conn.executescript(SCHEMA)
         except sqlite3.OperationalError as error:
             if "locked" in str(error) or "busy" in str(error):
