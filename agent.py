@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import functools
 import os
 import sys
 from collections.abc import AsyncIterator
@@ -313,9 +314,7 @@ async def first_listed_model(base_url: str) -> str:
 
 
 def make_chat_model(base_url: str, model: str, callbacks: list[Any] | None = None) -> ChatOpenAI:
-    from langchain_openai import ChatOpenAI
-
-    return ChatOpenAI(
+    return plain_json_chat_model()(
         callbacks=callbacks,
         base_url=base_url,
         api_key="lm-studio",  # LM Studio ignores the key, the client insists on one
@@ -325,6 +324,28 @@ def make_chat_model(base_url: str, model: str, callbacks: list[Any] | None = Non
         max_retries=0,  # a local server that is down stays down; say so at once
         timeout=600,
     )
+
+
+@functools.cache
+def plain_json_chat_model() -> type[ChatOpenAI]:
+    """ChatOpenAI, sending the messages and tools as the plain JSON they already are.
+
+    The openai client walks every request body through a type-driven transform before it
+    sends it; with the whole history in every request, that walk was about half of our CPU
+    per tool step, and it grows with the thread. `extra_body` is merged into the JSON as is,
+    so the body on the wire is the same.
+    """
+    from langchain_openai import ChatOpenAI
+
+    class PlainJSONChatOpenAI(ChatOpenAI):
+        def _get_request_payload(self, input_: Any, *, stop: Any = None, **kwargs: Any) -> dict:
+            payload = super()._get_request_payload(input_, stop=stop, **kwargs)
+            plain = {key: payload.pop(key) for key in ("messages", "tools") if key in payload}
+            payload["extra_body"] = {**(payload.get("extra_body") or {}), **plain}
+            payload["messages"] = []  # required by the client's signature; extra_body wins
+            return payload
+
+    return PlainJSONChatOpenAI
 
 
 # --- the tools -------------------------------------------------------------------------------
