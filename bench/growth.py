@@ -17,7 +17,6 @@ from pathlib import Path
 from typing import Annotated, Any, TypedDict
 
 from langchain_core.messages import AIMessage, AnyMessage, HumanMessage
-from langgraph.channels.delta import DeltaChannel
 from langgraph.graph.message import add_messages
 
 from bench.common import Row, median, row
@@ -32,40 +31,6 @@ class DefaultState(TypedDict, total=False):
     """What the naive agent stores: the whole list, rewritten at every step."""
 
     messages: Annotated[list[AnyMessage], add_messages]
-
-
-def one_pass_append(current: list[Any], writes: Any) -> list[Any]:
-    """A what-if, not what we ship: `append_messages` in one pass over the history.
-
-    `agent_graph.append_messages` folds `add_messages` over each write, and every fold
-    re-indexes the whole history, so replaying k writes onto n messages costs k * n. Here the
-    id index is built once. Anything add_messages would treat specially (no id, a removal,
-    a dict) falls back to it, so the result is the same.
-    """
-    from langchain_core.messages import BaseMessage, RemoveMessage
-
-    merged = list(current)
-    index = {message.id: n for n, message in enumerate(merged)}
-    for write in writes:
-        batch = write if isinstance(write, list) else [write]
-        plain = all(
-            isinstance(m, BaseMessage) and m.id and not isinstance(m, RemoveMessage) for m in batch
-        )
-        if not plain:
-            merged = add_messages(merged, write)
-            index = {message.id: n for n, message in enumerate(merged)}
-            continue
-        for message in batch:
-            if message.id in index:
-                merged[index[message.id]] = message
-            else:
-                index[message.id] = len(merged)
-                merged.append(message)
-    return merged
-
-
-class OnePassState(TypedDict, total=False):
-    messages: Annotated[list[AnyMessage], DeltaChannel(one_pass_append)]
 
 
 async def reply(state: dict[str, Any]) -> dict[str, Any]:
@@ -87,9 +52,7 @@ def file_size(db: Path) -> int:
     return sum(p.stat().st_size for p in (db, Path(f"{db}-wal")) if p.exists())
 
 
-async def run_thread(
-    state_schema: Any, db: Path, turns: int, pragma: str = "", get_state: bool = True
-) -> dict:
+async def run_thread(state_schema: Any, db: Path, turns: int, get_state: bool = True) -> dict:
     """Sizes in bytes, and wall and CPU seconds of a turn, at each mark.
 
     Wall time is what the person waits, fsyncs included, and is noisy on a shared disk; CPU
@@ -102,8 +65,6 @@ async def run_thread(
     cpu: list[float] = []
     config = {"configurable": {"thread_id": "long"}}
     async with open_checkpointer(db) as saver:
-        if pragma:
-            await saver.conn.execute(pragma)
         app = build(state_schema, saver)
         for turn in range(1, turns + 1):
             message = HumanMessage(content=f"turn {turn}", id=f"human-{turn}")
@@ -127,12 +88,9 @@ async def run_thread(
 def measure() -> list[Row]:
     from agent_graph import AgentState
 
-    normal = "PRAGMA synchronous=NORMAL"
     with tempfile.TemporaryDirectory(prefix="fsagent-growth-") as temp:
         ours = asyncio.run(run_thread(AgentState, Path(temp) / "ours.db", TURNS))
         naive = asyncio.run(run_thread(DefaultState, Path(temp) / "default.db", TURNS))
-        one_pass = asyncio.run(run_thread(OnePassState, Path(temp) / "one.db", TURNS, normal))
-        relaxed = asyncio.run(run_thread(AgentState, Path(temp) / "normal.db", 10, normal))
     rows = []
     for mark in MARKS:
         rows.append(
@@ -164,24 +122,6 @@ def measure() -> list[Row]:
                 "ours <= 2x",
             )
         )
-    rows.append(
-        row(
-            f"what-if: one-pass reducer, CPU at turn {TURNS}",
-            ours["cpu"][TURNS] * 1000,
-            one_pass["cpu"][TURNS] * 1000,
-            "ms",
-            "baseline: bench one_pass_append",
-        )
-    )
-    rows.append(
-        row(
-            "what-if: synchronous=NORMAL, wall at turn 10",
-            ours["wall"][10] * 1000,
-            relaxed["wall"][10] * 1000,
-            "ms",
-            "baseline: WAL + synchronous=NORMAL",
-        )
-    )
     return rows
 
 

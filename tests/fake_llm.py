@@ -208,6 +208,12 @@ class _Handler(BaseHTTPRequestHandler):
     protocol_version = "HTTP/1.1"
     server: _Server
 
+    def setup(self) -> None:
+        super().setup()
+        # Headers and body go out as separate small writes; with Nagle's algorithm the body
+        # waits for the client's delayed ACK, 40 ms a reply, which is not LM Studio's time.
+        self.connection.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+
     def log_message(self, format: str, *args: Any) -> None:
         pass  # keep pytest output clean; `llm.requests` is the log that matters
 
