@@ -5,7 +5,12 @@ messages, so the model is not involved and what is measured is storage: our stat
 (`agent_graph.AgentState`, messages in a DeltaChannel with `append_messages`) against
 LangGraph's default message channel (`Annotated[list, add_messages]`), each on a real
 AsyncSqliteSaver file opened the way fsagent opens it, run with durability="sync". A turn is
-timed as display's session runs one: `astream` to the end, then `aget_state`.
+timed as display's session runs one: `astream` to the end (it reads the state again only
+when a run paused for approval, which these turns never do).
+
+Where the growth goes (cProfile at turn 400): LangGraph loads the thread's messages from the
+checkpoint at the start of every run (`aget_delta_channel_history`, unpacking and rebuilding
+every message object), so a turn costs O(messages) whatever the channel stores.
 """
 
 from __future__ import annotations
@@ -89,6 +94,10 @@ def measure() -> list[Row]:
     from agent_graph import AgentState
 
     with tempfile.TemporaryDirectory(prefix="fsagent-growth-") as temp:
+        # A throwaway thread first: the first runs pay one-time costs (lazy imports, caches)
+        # that would otherwise land in whichever thread is measured first.
+        asyncio.run(run_thread(AgentState, Path(temp) / "warm.db", 2 * WINDOW))
+        asyncio.run(run_thread(DefaultState, Path(temp) / "warm-default.db", 2 * WINDOW))
         ours = asyncio.run(run_thread(AgentState, Path(temp) / "ours.db", TURNS))
         naive = asyncio.run(run_thread(DefaultState, Path(temp) / "default.db", TURNS))
     rows = []
