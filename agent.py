@@ -33,20 +33,8 @@ ALLOWED_TOOLS: frozenset[str] = READ_TOOL_NAMES
 # Each group is an agent node (`agent_<group>`) bound to these tools. `general` gets every tool.
 # Groups only narrow what the model is offered; approval is decided by tool name, never by group.
 TOOL_GROUPS: dict[str, frozenset[str] | None] = {
-    "filesystem": frozenset(
-        {
-            "list_allowed_roots",
-            "list_directory",
-            "list_directory_with_sizes",
-            "directory_tree",
-            "read_file",
-            "read_multiple_files",
-            "get_file_info",
-            "file_hash",
-            "diff_files",
-        }
-    )
-    | WRITE_TOOLS,
+    # Files and folders: every tool but the searches.
+    "filesystem": (ALLOWED_TOOLS - {"search_files", "grep"}) | WRITE_TOOLS,
     "search": frozenset(
         {
             "list_allowed_roots",
