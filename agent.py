@@ -221,23 +221,25 @@ class Command:
 COMMANDS: list[Command] = [
     Command("regress", "replay every recorded case in DIR and compare transcripts", "regress"),
     Command("audit", "print every approval decision (who decided what, and why)", "audit"),
-    Command("threads", "list threads; show, rm or reset one (threads show NAME)", "threads"),
+    Command(
+        "threads", "list threads; show, rm or reset one (threads show NAME)", "thread_commands"
+    ),
     Command(
         "approvals",
         "list every pending approval in the thread file",
-        "threads",
+        "thread_commands",
         ("add_approvals_arguments", "run_approvals"),
     ),
     Command(
         "approve",
         "approve a waiting thread's calls from any shell; the thread runs on",
-        "threads",
+        "thread_commands",
         ("add_decision_arguments", "run_approve"),
     ),
     Command(
         "deny",
         "reject a waiting thread's calls from any shell; the model is told why",
-        "threads",
+        "thread_commands",
         ("add_decision_arguments", "run_deny"),
     ),
 ]
