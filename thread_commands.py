@@ -43,7 +43,7 @@ def status_text(view: ThreadView) -> str:
 
 
 def call_lines(view: ThreadView, indent: str = "    ") -> list[str]:
-    from display import format_call
+    from terminal import format_call
 
     return [
         f"{indent}{call.get('id')}: {format_call(call.get('name'), call.get('args'), 60)}"
@@ -108,7 +108,7 @@ async def show_thread(db: Path, name: str, args: argparse.Namespace) -> int:
     from langchain_core.messages import AIMessage, HumanMessage, ToolMessage
 
     from agent_graph import content_text
-    from display import format_call, format_result
+    from terminal import format_call, format_result
 
     async with open_for_reading(db) as (_store, app):
         view = await require_thread(app, name)
@@ -250,7 +250,8 @@ async def decide(args: argparse.Namespace, settings: Any, *, approve: bool) -> i
     from langgraph.types import Command
 
     from agent_graph import open_agent, recursion_limit
-    from display import Session, Terminal, TurnInterrupter, pending_approval
+    from display import Session, TurnInterrupter, pending_approval
+    from terminal import Terminal
 
     name = args.name
     settings.thread = name

@@ -397,7 +397,7 @@ def resume_problem(app: Any, steps: list[str], payloads: list[Any], snapshot: An
 
 
 def cannot_resume_message(view: ThreadView) -> str:
-    from display import format_call
+    from terminal import format_call
 
     waits = ", ".join(format_call(c.get("name"), c.get("args"), 60) for c in view.waiting)
     waited = f"; it was waiting for approval of {waits}" if waits else ""

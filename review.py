@@ -1,0 +1,216 @@
+"""The review of a paused batch: each write call shown with what it would change, and the
+person's decision on it (y, n, e, a, ?), read from a terminal or, strictly, from a pipe."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from terminal import Terminal, _clip
+
+# The keys a person answers with, and the decision each one gives.
+ANSWER_WORDS = {"y": "y", "yes": "y", "n": "n", "no": "n", "e": "e", "a": "a"}
+# What the payload must allow for a key to be offered: `a` approves, so it needs approve.
+KEY_NEEDS = {"y": "approve", "n": "reject", "e": "edit", "a": "approve"}
+PIPED_ANSWERS = "y, yes, n, no, n: reason, e: {json arguments}, or a"
+BULKY_ARGUMENTS = ("content", "edits")  # shown by the preview, not in the call's line
+
+
+class NotAnAnswer(Exception):
+    """A line at an approval that is not an answer. Piped, it ends the run (exit 3) with
+    nothing run and the thread still paused; on a TTY the person is asked again."""
+
+
+def offered_keys(call: dict[str, Any]) -> list[str]:
+    allowed = call.get("allowed_decisions") or []
+    return [key for key in "ynea" if KEY_NEEDS[key] in allowed]
+
+
+def grant_folder(call: dict[str, Any]) -> str:
+    """The folder an `a` would cover, as the person wrote the path (approve resolves it)."""
+    import posixpath
+
+    first = call["args"].get("source", call["args"].get("path", ""))
+    return (posixpath.dirname(str(first)) or ".") + "/"
+
+
+def help_lines(call: dict[str, Any]) -> list[str]:
+    texts = {
+        "y": "approve: run it as shown",
+        "n": "reject: it does not run (then an optional reason, which the model reads)",
+        "e": "edit: change it before it runs ($EDITOR; or type e: {json arguments})",
+        "a": f"approve, and approve {call['name']} inside {grant_folder(call)} without asking "
+        "for the rest of this thread (/grants lists grants, /revoke N removes one)",
+    }
+    lines = [f"  {key}  {texts[key]}" for key in offered_keys(call)]
+    return lines + ["  ?  this help; an empty answer is no"]
+
+
+def describe_call(call: dict[str, Any]) -> str:
+    """The call in full, except bulky arguments, which the preview shows as a change."""
+    args = call["args"] if isinstance(call["args"], dict) else {}
+    shown = []
+    for key, value in args.items():
+        if key in BULKY_ARGUMENTS:
+            shown.append(f"{key}=<{len(str(value)):,} chars, below>")
+        else:
+            shown.append(f"{key}={_clip(repr(value))}")
+    return f"{call['name']}({', '.join(shown)})"
+
+
+def parse_answer(line: str, call: dict[str, Any]) -> tuple[str, str]:
+    """(key, what follows a colon) for an answer line; NotAnAnswer for anything else."""
+    word, _, rest = line.strip().partition(":")
+    key = ANSWER_WORDS.get(word.strip().lower())
+    rest = rest.strip()
+    if key is None or (rest and key in ("y", "a")):
+        raise NotAnAnswer(f"{line.strip()!r} is not an answer")
+    if key not in offered_keys(call):
+        offered = ", ".join(offered_keys(call))
+        raise NotAnAnswer(f"{line.strip()!r}: {call['name']} can only be answered {offered}")
+    return key, rest
+
+
+def json_arguments(text: str) -> dict[str, Any]:
+    import json
+
+    try:
+        args = json.loads(text)
+    except ValueError as error:
+        raise NotAnAnswer(f"{text.strip()!r} is not JSON arguments ({error})") from None
+    if not isinstance(args, dict):
+        raise NotAnAnswer(f"{text.strip()!r} is not a JSON object of arguments")
+    return args
+
+
+def as_decision(key: str, rest: str, args: dict[str, Any] | None = None) -> dict[str, Any]:
+    if key == "y":
+        return {"type": "approve"}
+    if key == "a":
+        return {"type": "approve", "grant": True}
+    if key == "e":
+        return {"type": "edit", "args": args}
+    return {"type": "reject", "message": rest}
+
+
+def piped_decision(term: Terminal, call: dict[str, Any]) -> dict[str, Any] | None:
+    """A pipe must answer exactly; None at end of input."""
+    line = term.ask(decision_prompt(call))
+    if line is None:
+        return None
+    key, rest = parse_answer(line, call)
+    if key != "e":
+        return as_decision(key, rest)
+    text = rest or term.ask("  arguments as JSON> ")
+    if text is None:
+        return None
+    return as_decision(key, "", json_arguments(text))
+
+
+def person_decision(term: Terminal, call: dict[str, Any]) -> dict[str, Any] | None:
+    """A person at a TTY is asked again until the answer is one; None at end of input."""
+    while True:
+        line = term.ask(decision_prompt(call))
+        if line is None:
+            return None
+        if not line.strip():
+            return as_decision("n", "")
+        if line.strip() == "?":
+            for text in help_lines(call):
+                term.say(text)
+            continue
+        try:
+            key, rest = parse_answer(line, call)
+            if key == "n" and not rest:
+                rest = term.ask("  reason (optional; the model reads it)> ") or ""
+            if key != "e":
+                return as_decision(key, rest)
+            args = json_arguments(rest) if rest else edit_in_editor(term, call)
+        except NotAnAnswer as refused:
+            term.say(f"  {refused}; ? shows the answers")
+            continue
+        if args is not None:
+            return as_decision(key, "", args)
+
+
+def decision_prompt(call: dict[str, Any]) -> str:
+    return f"  {call['name']}? [{'/'.join(offered_keys(call))}/?] "
+
+
+def edit_in_editor(term: Terminal, call: dict[str, Any]) -> dict[str, Any] | None:
+    """Open $EDITOR on the new file content (write_file) or the arguments as JSON."""
+    import json
+    import os
+    import shlex
+    import subprocess
+    import tempfile
+    from pathlib import Path
+
+    args = call["args"]
+    content_only = call["name"] == "write_file" and isinstance(args.get("content"), str)
+    before = args["content"] if content_only else json.dumps(args, indent=2) + "\n"
+    suffix = Path(str(args.get("path", ""))).suffix if content_only else ".json"
+    editor = os.environ.get("VISUAL") or os.environ.get("EDITOR") or "vi"
+    with tempfile.NamedTemporaryFile("w", suffix=suffix, delete=False, encoding="utf-8") as f:
+        f.write(before)
+    try:
+        subprocess.run([*shlex.split(editor), f.name], check=False)
+        after = Path(f.name).read_text(encoding="utf-8")
+    finally:
+        os.unlink(f.name)
+    if after == before:
+        term.say("  unchanged; answer again")
+        return None
+    return {**args, "content": after} if content_only else json_arguments(after)
+
+
+def paint(line: str, color: bool) -> str:
+    """Diff lines in colour on a terminal; plain text when piped."""
+    if not color:
+        return line
+    for start, code in (("+++", "1"), ("---", "1"), ("+", "32"), ("-", "31"), ("@@", "36")):
+        if line.startswith(start):
+            return f"\033[{code}m{line}\033[0m"
+    return line
+
+
+async def review(term: Terminal, payload: dict[str, Any], tools: dict[str, Any]) -> Any:
+    """Ask about each call in turn, with what it would change; None leaves the thread paused
+    (end of input). A piped line that is not an answer raises NotAnAnswer."""
+    from preview import preview
+
+    calls = payload["calls"]
+    term.event("approval_request", calls=[{"tool": c["name"], "args": c["args"]} for c in calls])
+    term.say("⚠ Approval needed. The agent wants to run:")
+    decisions: dict[str, Any] = {}
+    for number, call in enumerate(calls, 1):
+        term.say(f"[{number}/{len(calls)}] {describe_call(call)}")
+        for line in await preview(call, tools):
+            term.say("    " + paint(line, term.color))
+        decide = piped_decision if term.piped else person_decision
+        decision = decide(term, call)
+        if decision is None:
+            return None
+        decision["by"] = "piped" if term.piped else "person"
+        decisions[call["id"]] = decision
+    for call in calls:
+        decision = decisions[call["id"]]
+        kind = "grant" if decision.get("grant") else decision["type"]
+        reason = decision.get("message", "")
+        term.event("decision", tool=call["name"], decision=kind, reason=reason, by=decision["by"])
+    return {"decisions": decisions}
+
+
+def show_automatic_decisions(term: Terminal, approvals: dict[str, Any]) -> None:
+    """Decisions a rule, the mode or a grant made: shown, so nothing passes unseen."""
+    for record in approvals.values():
+        if record.get("by") not in ("rule", "mode", "grant"):
+            continue
+        mark = "✓" if record.get("type") == "approve" else "✗"
+        term.say(f"{mark} {record.get('tool')}: {record.get('reason')}")
+        term.event(
+            "decision",
+            tool=record.get("tool"),
+            decision=record.get("decision"),
+            reason=record.get("reason", ""),
+            by=record.get("by"),
+        )

@@ -1,0 +1,110 @@
+"""The person's terminal: reading their lines (a TTY or a pipe), writing what happened,
+clipping long text visibly, and recording transcript events."""
+
+from __future__ import annotations
+
+import os
+import sys
+from dataclasses import dataclass, field
+from typing import Any, TextIO
+
+CLIP_AT = 300
+RESULT_LINES = 3
+
+
+# --- text helpers ----------------------------------------------------------------------------
+
+
+def _clip(text: str, limit: int = CLIP_AT) -> str:
+    """Cut long text visibly: the person always sees that, and how much, was left out."""
+    if len(text) <= limit:
+        return text
+    return f"{text[:limit]}… (+{len(text) - limit} chars)"
+
+
+def format_call(name: str, args: Any, limit: int = CLIP_AT) -> str:
+    if not isinstance(args, dict):
+        return f"{name}({_clip(repr(args), limit)})"
+    shown = ", ".join(f"{key}={_clip(repr(value), limit)}" for key, value in args.items())
+    return f"{name}({shown})"
+
+
+def format_result(text: str) -> str:
+    """A tool result in a few lines: JSON on one line, text by its first lines."""
+    import json
+
+    try:
+        return _clip(json.dumps(json.loads(text), ensure_ascii=False), 200)
+    except ValueError:
+        pass
+    lines = text.splitlines() or [""]
+    shown = [_clip(line, 200) for line in lines[:RESULT_LINES]]
+    if len(lines) > RESULT_LINES:
+        shown.append(f"… (+{len(lines) - RESULT_LINES} more lines)")
+    return "\n  ".join(shown)
+
+
+# --- the terminal ----------------------------------------------------------------------------
+
+
+@dataclass
+class Terminal:
+    """Reads the person's lines (a TTY or a pipe) and writes what happened."""
+
+    stdin: TextIO = field(default_factory=lambda: sys.stdin)
+    out: TextIO = field(default_factory=lambda: sys.stdout)
+    piped: bool = field(default_factory=lambda: not sys.stdin.isatty())
+    streaming: bool = False  # in the middle of a line of model text
+    color: bool = field(
+        default_factory=lambda: sys.stdout.isatty() and not os.environ.get("NO_COLOR")
+    )
+    # Where `event()` records what happened, for --transcript; None records nothing.
+    transcript: TextIO | None = None
+    redactions: list[tuple[str, str]] = field(default_factory=list)
+
+    def event(self, kind: str, **fields: Any) -> None:
+        """One transcript event: `prompt`, `route`, `tool_call`, `approval_request`,
+        `decision`, `tool_result`, `answer`, `warning` or `error`. Fields hold what a
+        regression compares, so no timestamps and no ids."""
+        if self.transcript is None:
+            return
+        import json
+
+        line = json.dumps({"event": kind, **fields}, ensure_ascii=False, sort_keys=True)
+        for path, name in self.redactions:
+            line = line.replace(json.dumps(path)[1:-1], name)
+        self.transcript.write(line + "\n")
+        self.transcript.flush()
+
+    def say(self, text: str = "") -> None:
+        self.end_stream()
+        print(text, file=self.out, flush=True)
+
+    def stream(self, text: str) -> None:
+        if not self.streaming:
+            self.out.write("agent> ")
+            self.streaming = True
+        self.out.write(text)
+        self.out.flush()
+
+    def end_stream(self) -> None:
+        if self.streaming:
+            self.out.write("\n")
+            self.streaming = False
+
+    def ask(self, prompt: str) -> str | None:
+        """One line from the person; None at end of input. A pipe's line is echoed so a
+        transcript shows both what was asked and what was answered."""
+        self.end_stream()
+        if not self.piped:
+            try:
+                return input(prompt)
+            except EOFError:
+                self.out.write("\n")
+                return None
+        line = self.stdin.readline()
+        if not line:
+            return None
+        line = line.rstrip("\r\n")
+        print(f"{prompt}{line}", file=self.out, flush=True)
+        return line
