@@ -154,13 +154,9 @@ def _without_invalid_arguments(message: AIMessage) -> AIMessage:
 
 
 def _cancelled_answer(call: dict[str, Any]) -> Any:
-    from approval import tool_message
+    from approval import cut_off_answer
 
-    if call["name"] in WRITE_TOOLS:
-        text = f"Cancelled: {call['name']} did not run because the run was cut off."
-    else:
-        text = f"Not completed: {call['name']} was cut off before it answered."
-    return tool_message(call["id"], text, error=True)
+    return cut_off_answer(call, "the run was cut off")
 
 
 def last_ai_message(state: AgentState) -> AIMessage | None:
@@ -318,6 +314,11 @@ def build_graph(
     )
     graph.add_conditional_edges("tools", back_to_agent, [f"agent_{g}" for g in ROUTES])
     return graph.compile(checkpointer=checkpointer)
+
+
+def run_config(thread: str) -> dict[str, Any]:
+    """The config a run of the graph on `thread` takes, whoever starts it."""
+    return {"configurable": {"thread_id": thread}, "recursion_limit": recursion_limit()}
 
 
 def recursion_limit(max_model_calls: int = MAX_MODEL_CALLS_PER_TURN) -> int:

@@ -284,6 +284,19 @@ def answer_without_running(
     return tool_message(call["id"], rejection_text(call, reason, by), error=True)
 
 
+def cut_off_answer(call: ToolCall, why: str) -> ToolMessage:
+    """The answer for a call whose run ended before it answered (Ctrl-C, a crash, an error)."""
+    name = call.get("name") or "a tool"
+    if name in WRITE_TOOLS:
+        text = (
+            f"Cancelled: {name} did not run; {why}. Nothing was changed. "
+            "Do not retry it unless the person asks again."
+        )
+    else:
+        text = f"Not completed: {name} gave no answer; {why}. Call it again if you need it."
+    return tool_message(call["id"], text, error=True)
+
+
 def answer_invalid_call(invalid: dict[str, Any]) -> ToolMessage:
     """A call the model emitted with unparseable arguments. The bad text is not echoed back."""
     name = invalid.get("name") or "a tool"

@@ -243,15 +243,13 @@ class Session:
                     else:
                         self.show(node, update)
 
-    async def settle_approvals(self, payload: dict[str, Any] | None = None) -> bool:
-        """Ask about every pending approval in turn; False if the thread is left paused.
-
-        The run that paused hands over its payload; without one (a thread just opened) the
-        thread's state says whether anything waits."""
+    async def settle_approvals(self, payload: dict[str, Any] | None) -> bool:
+        """Ask about the pending approval, and any the resumed run pauses at next; False if
+        the thread is left paused. The payload comes from the run that paused, or from the
+        state of a thread just opened: loading the state again would cost a whole-history
+        read."""
         from langgraph.types import Command
 
-        if payload is None:
-            payload = pending_approval(await self.app.aget_state(self.config))
         while payload:
             try:
                 decisions = await review(self.term, payload, self.tools)
@@ -304,8 +302,6 @@ class Session:
         message = HumanMessage(content=prompt, id=new_id("human"))
         if not await self.stream({"messages": [message]}):
             return True
-        if self.paused_on is None:
-            return True
         return await self.settle_approvals(self.paused_on)
 
 
@@ -315,16 +311,13 @@ async def run_session(
     """The read-eval loop. Returns the exit code (see agent.EXIT_CODES)."""
     import threads
     from agent import StartupError
-    from agent_graph import recursion_limit
+    from agent_graph import run_config
 
-    config: dict[str, Any] = {
-        "configurable": {"thread_id": settings.thread},
-        "recursion_limit": recursion_limit(),
-    }
+    config = run_config(settings.thread)
     view = await threads.view_thread(app, settings.thread)
     if view is not None and view.problem:
         raise StartupError(threads.cannot_resume_message(view))
-    snapshot = await app.aget_state(config)
+    snapshot = view.snapshot if view is not None else await app.aget_state(config)
     with open_transcript(settings) as transcript:
         term = Terminal(transcript=transcript, redactions=root_redactions(settings.roots))
         term.say(banner(snapshot, len(tools), settings.thread))
@@ -350,7 +343,10 @@ async def run_session(
                 steps = ", ".join(view.steps)
                 term.say(f"⟳ The last run was cut off at {steps}; finishing it now.")
                 await session.stream(None)
-            if not await session.settle_approvals():
+                pending = session.paused_on
+            else:
+                pending = pending_approval(snapshot)
+            if not await session.settle_approvals(pending):
                 return 3
             return await _prompt_loop(session, term.ask)
 

@@ -23,7 +23,6 @@ from threads import (
     close_run,
     open_for_reading,
     require_thread,
-    thread_config,
 )
 
 
@@ -249,7 +248,7 @@ async def decide(args: argparse.Namespace, settings: Any, *, approve: bool) -> i
     as a session would, printing the steps and the model's answer."""
     from langgraph.types import Command
 
-    from agent_graph import open_agent, recursion_limit
+    from agent_graph import open_agent, run_config
     from display import Session, TurnInterrupter, pending_approval
     from terminal import Terminal
 
@@ -268,7 +267,7 @@ async def decide(args: argparse.Namespace, settings: Any, *, approve: bool) -> i
                 verdict = decisions["decisions"][call["id"]]["type"]
                 term.say(f"{'✓ approved' if verdict == 'approve' else '✗ rejected'}: {call['id']}")
             with TurnInterrupter(asyncio.get_running_loop()) as interrupter:
-                config = {**thread_config(name), "recursion_limit": recursion_limit()}
+                config = run_config(name)
                 session = Session(
                     app, config, term, settings.base_url, interrupter, settings.verbose, store=store
                 )

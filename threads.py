@@ -327,6 +327,7 @@ class ThreadView:
     waiting: list[dict[str, Any]] = field(default_factory=list)  # the calls of the approval
     steps: list[str] = field(default_factory=list)  # where the last run stopped
     problem: str | None = None  # why this version cannot resume it
+    snapshot: Any = None  # the graph's state it was judged from, for whoever shows it next
 
 
 async def view_thread(app: Any, name: str) -> ThreadView | None:
@@ -355,6 +356,7 @@ async def view_thread(app: Any, name: str) -> ThreadView | None:
         waiting=waiting,
         steps=steps,
         problem=problem,
+        snapshot=snapshot,
     )
 
 
@@ -440,21 +442,13 @@ async def closing_answer(
 ) -> ToolMessage:
     """The truthful answer for a call whose run ended without one: the ledger knows whether
     a write ran, may have run, or never started."""
-    from approval import tool_message
+    from approval import cut_off_answer
 
-    name = call.get("name") or "a tool"
-    if name not in WRITE_TOOLS:
-        text = f"Not completed: {name} gave no answer; {why}. Call it again if you need it."
-        return tool_message(call["id"], text, error=True)
-    row = await store.ledger_row(thread, message_id, call["id"])
-    if row is not None:
-        return recorded_answer(row, call)
-    return tool_message(
-        call["id"],
-        f"Cancelled: {name} did not run; {why}. Nothing was changed. "
-        "Do not retry it unless the person asks again.",
-        error=True,
-    )
+    if call.get("name") in WRITE_TOOLS:
+        row = await store.ledger_row(thread, message_id, call["id"])
+        if row is not None:
+            return recorded_answer(row, call)
+    return cut_off_answer(call, why)
 
 
 async def close_run(app: Any, store: Store, thread: str, why: str) -> list[Any]:
