@@ -15,8 +15,10 @@ $(STAMP): pyproject.toml
 run: $(STAMP)
 	$(VENV)/bin/fsagent $(ARGS)
 
+# The import rules first: a broken layout fails fast. Tests run on every core (-n auto).
 test: $(STAMP)
-	$(PY) -m pytest -q $(PYTEST_ARGS)
+	$(VENV)/bin/lint-imports
+	$(PY) -m pytest -q -n auto $(PYTEST_ARGS)
 
 bench: $(STAMP)
 	$(PY) -m bench
@@ -30,6 +32,7 @@ regress: $(STAMP)
 
 lint: $(STAMP)
 	$(VENV)/bin/ruff check .
+	$(VENV)/bin/lint-imports
 
 clean:
-	rm -rf $(VENV) .pytest_cache .ruff_cache
+	rm -rf $(VENV) .pytest_cache .ruff_cache .import_linter_cache

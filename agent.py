@@ -1,83 +1,43 @@
-"""Settings, the LM Studio chat model, and the MCP tools the agent works with.
+"""The `fsagent` command line: its flags and commands, the typed settings they make, and the
+one place that wires the store, our MCP server's tools, the model and the graph together.
 
-Everything heavy (langchain, the MCP SDK) is imported inside the functions that need it, so
-`fsagent --help` and the first prompt do not pay for what they do not use.
+Start-up time is decided here. This module imports only the standard library and our light
+error modules at the top; each command imports what it needs when it runs, so `fsagent
+--help` loads nothing heavy, our MCP server starts before the agent's own heavy imports (the
+two processes import side by side), and the model client is imported only when a prompt
+needs it.
 """
 
 from __future__ import annotations
 
 import argparse
 import asyncio
+import dataclasses
 import functools
+import importlib
 import os
 import sys
-from collections.abc import AsyncIterator
-from contextlib import asynccontextmanager
+import threading
+from collections.abc import AsyncIterator, Callable
+from contextlib import asynccontextmanager, nullcontext
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Literal
 
-from mcp_servers.tool_names import READ_TOOL_NAMES, WRITE_TOOL_NAMES
+from core.errors import ReplayMismatch, StartupError, ThreadError
+from store.errors import StoreError, ThreadBusy
 
 if TYPE_CHECKING:
+    from langchain_core.language_models.chat_models import BaseChatModel
     from langchain_core.tools import BaseTool
-    from langchain_openai import ChatOpenAI
+    from langgraph.graph.state import CompiledStateGraph
 
-PROJECT_DIR = Path(__file__).resolve().parent
+    from core.policy import Policy
+    from store.base import Store
+
 DEFAULT_BASE_URL = "http://localhost:1234/v1"
-
-# The write tools (each one waits for approval) and the read tools, as our server names them.
-WRITE_TOOLS: frozenset[str] = WRITE_TOOL_NAMES
-ALLOWED_TOOLS: frozenset[str] = READ_TOOL_NAMES
-
-# Each group is an agent node (`agent_<group>`) bound to these tools. `general` gets every tool.
-# Groups only narrow what the model is offered; approval is decided by tool name, never by group.
-TOOL_GROUPS: dict[str, frozenset[str] | None] = {
-    # Files and folders: every tool but the searches.
-    "filesystem": (ALLOWED_TOOLS - {"search_files", "grep"}) | WRITE_TOOLS,
-    "search": frozenset(
-        {
-            "list_allowed_roots",
-            "list_directory",
-            "directory_tree",
-            "search_files",
-            "grep",
-            "read_file",
-            "get_file_info",
-        }
-    ),
-    "general": None,  # None means every loaded tool
-}
-ROUTES: tuple[str, ...] = tuple(TOOL_GROUPS)
-
-
-class StartupError(Exception):
-    """Something stops fsagent from starting; the message is the one line the person sees."""
-
-
-class ThreadError(Exception):
-    """A thread cannot be used as asked (unknown, open elsewhere, not waiting); exit code 1.
-    The message is the one line the person sees, and nothing was changed."""
-
-
-@dataclass
-class Settings:
-    base_url: str = DEFAULT_BASE_URL
-    model: str | None = None
-    roots: list[Path] = field(default_factory=lambda: [Path.cwd()])
-    db: Path = field(default_factory=lambda: Path.cwd() / "threads.db")
-    thread: str = "default"
-    verbose: bool = False
-    read_only: bool = False
-    strict: bool = False
-    transcript: Path | None = None
-    record: Path | None = None
-    replay: Path | None = None
-    approve: str = "ask"  # ask | yes | no: who decides writes no rule decides
-    policy: Path | None = None  # --policy FILE; None: fsagent.toml in the first root, if any
-
-
-APPROVE_MODES: tuple[str, ...] = ("ask", "yes", "no")
+ApproveMode = Literal["ask", "yes", "no"]
+APPROVE_MODES: tuple[ApproveMode, ...] = ("ask", "yes", "no")
 
 EXIT_CODES = (
     "exit codes: 0 finished; 1 error during the run; 2 cannot start (bad flags, LM Studio "
@@ -86,10 +46,32 @@ EXIT_CODES = (
 )
 
 
-def build_parser() -> argparse.ArgumentParser:
-    """`fsagent [options]` talks; `fsagent COMMAND [options]` works on the thread file.
+@dataclass(frozen=True)
+class Settings:
+    """What the flags and FSAGENT_* variables say, checked and typed."""
 
-    Every command takes the same options, before or after its name; options given after the
+    base_url: str = DEFAULT_BASE_URL
+    model: str | None = None  # None: the first model the server lists
+    roots: tuple[Path, ...] = field(default_factory=lambda: (Path.cwd(),))
+    db: Path = field(default_factory=lambda: Path.cwd() / "threads.db")
+    thread: str = "default"
+    verbose: bool = False
+    read_only: bool = False
+    strict: bool = False
+    transcript: Path | None = None
+    record: Path | None = None
+    replay: Path | None = None
+    approve: ApproveMode = "ask"  # who decides writes no rule decides
+    policy: Path | None = None  # None: fsagent.toml in the first root, if any
+
+
+# --- the parser --------------------------------------------------------------------------------
+
+
+def build_parser() -> argparse.ArgumentParser:
+    """`fsagent [options]` talks; `fsagent COMMAND [options]` works on the thread store.
+
+    Every command takes the agent's options, before or after its name; those given after the
     name are parsed with SUPPRESS defaults so they never overwrite those given before it.
     """
     parser = argparse.ArgumentParser(
@@ -98,15 +80,79 @@ def build_parser() -> argparse.ArgumentParser:
         epilog=EXIT_CODES,
     )
     add_agent_options(parser)
-    parser.set_defaults(command=None)
+    parser.set_defaults(run=chat_command)
     commands = parser.add_subparsers(title="commands", metavar="COMMAND")
-    for command in COMMANDS:
-        sub = commands.add_parser(
-            command.name, help=command.help, description=command.help, epilog=EXIT_CODES
-        )
+
+    def command(name: str, help: str, run: Callable[[argparse.Namespace, Settings], int]) -> Any:
+        sub = commands.add_parser(name, help=help, description=help, epilog=EXIT_CODES)
         add_agent_options(sub, suppress=True)
-        command.load("add_arguments")(sub)
-        sub.set_defaults(command=command.name)
+        sub.set_defaults(run=run)
+        return sub
+
+    regress = command(
+        "regress", "replay every recorded case in DIR and compare transcripts", regress_command
+    )
+    regress.add_argument(
+        "cases", type=Path, metavar="DIR", help="a case folder, or a folder of them"
+    )
+    regress.add_argument("--show", action="store_true", help="print each run's session as it goes")
+    regress.add_argument(
+        "--update",
+        action="store_true",
+        help="write each run's transcript and exit code as the expected ones (after a review)",
+    )
+
+    audit = command(
+        "audit", "print every approval decision (who decided what, and why)", audit_command
+    )
+    audit.add_argument("--json", action="store_true", help="print the rows as a JSON array")
+
+    threads = command(
+        "threads", "list threads; show, rm or reset one (threads show NAME)", threads_command
+    )
+    threads.add_argument(
+        "action",
+        nargs="?",
+        default="list",
+        choices=("list", "show", "rm", "reset"),
+        help="list (default) every thread; show NAME prints its conversation; rm NAME deletes "
+        "it; reset NAME cancels its pending approval or cut-off run",
+    )
+    threads.add_argument("name", nargs="?", help="the thread, for show, rm and reset")
+    threads.add_argument("-y", "--yes", action="store_true", help="rm without asking")
+
+    command("approvals", "list every pending approval in the thread file", approvals_command)
+
+    approve = command(
+        "approve",
+        "approve a waiting thread's calls from any shell; the thread runs on",
+        approve_command,
+    )
+    approve.add_argument("name", help="the waiting thread")
+    approve.add_argument(
+        "--call",
+        action="append",
+        dest="calls",
+        metavar="ID",
+        help="approve only this call (repeatable); every other call of the batch is "
+        "rejected, so nothing is left half-decided",
+    )
+
+    deny = command(
+        "deny",
+        "reject a waiting thread's calls from any shell; the model is told why",
+        deny_command,
+    )
+    deny.add_argument("name", help="the waiting thread")
+    deny.add_argument(
+        "--call",
+        action="append",
+        dest="calls",
+        metavar="ID",
+        help="the call to reject with --reason (repeatable); the batch is one pause, so "
+        "every call in it is rejected",
+    )
+    deny.add_argument("--reason", default="", help="why, told to the model")
     return parser
 
 
@@ -199,57 +245,11 @@ def add_agent_options(parser: argparse.ArgumentParser, *, suppress: bool = False
     )
 
 
-@dataclass(frozen=True)
-class Command:
-    """A subcommand, implemented by `module` as `add_arguments(parser)` and
-    `run(args, settings) -> exit code`. Named here so `fsagent --help` lists every command;
-    imported only when used."""
-
-    name: str
-    help: str
-    module: str
-    # One module may serve several commands under its own function names.
-    functions: tuple[str, str] = ("add_arguments", "run")
-
-    def load(self, function: str) -> Any:
-        import importlib
-
-        name = dict(zip(("add_arguments", "run"), self.functions, strict=True))[function]
-        return getattr(importlib.import_module(self.module), name)
-
-
-COMMANDS: list[Command] = [
-    Command("regress", "replay every recorded case in DIR and compare transcripts", "regress"),
-    Command("audit", "print every approval decision (who decided what, and why)", "audit"),
-    Command(
-        "threads", "list threads; show, rm or reset one (threads show NAME)", "thread_commands"
-    ),
-    Command(
-        "approvals",
-        "list every pending approval in the thread file",
-        "thread_commands",
-        ("add_approvals_arguments", "run_approvals"),
-    ),
-    Command(
-        "approve",
-        "approve a waiting thread's calls from any shell; the thread runs on",
-        "thread_commands",
-        ("add_decision_arguments", "run_approve"),
-    ),
-    Command(
-        "deny",
-        "reject a waiting thread's calls from any shell; the model is told why",
-        "thread_commands",
-        ("add_decision_arguments", "run_deny"),
-    ),
-]
-
-
 def settings_from_args(args: argparse.Namespace) -> Settings:
     return Settings(
         base_url=args.base_url.rstrip("/"),
         model=args.model,
-        roots=[Path(r).expanduser() for r in (args.root or [Path.cwd()])],
+        roots=tuple(Path(root).expanduser() for root in (args.root or [Path.cwd()])),
         db=Path(args.db).expanduser(),
         thread=args.thread or "default",
         verbose=args.verbose,
@@ -263,7 +263,160 @@ def settings_from_args(args: argparse.Namespace) -> Settings:
     )
 
 
-def check_roots(roots: list[Path]) -> list[Path]:
+# --- running -----------------------------------------------------------------------------------
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = build_parser().parse_args(argv)
+    settings = settings_from_args(args)
+    try:
+        return int(args.run(args, settings))
+    except KeyboardInterrupt:
+        print(file=sys.stderr)
+        return 130
+    except Exception as raised:
+        error = first_leaf(raised)
+        if isinstance(error, StartupError | StoreError):
+            print(f"fsagent: {error}", file=sys.stderr)
+            return 2
+        if isinstance(error, ReplayMismatch):
+            print(f"fsagent: replay mismatch at {error}", file=sys.stderr)
+            return 4
+        if isinstance(error, ThreadError | ThreadBusy):
+            print(f"fsagent: {error}", file=sys.stderr)
+            return 1
+        if settings.verbose:
+            raise
+        from core.error_lines import describe_error
+
+        print(f"fsagent: {describe_error(error, settings.base_url)}", file=sys.stderr)
+        return 1
+
+
+def cli() -> None:
+    """The `fsagent` command: `main`, then exit without the interpreter's teardown.
+
+    When `main` returns, the thread store, the transcript and the server are closed already;
+    tearing down the hundreds of modules langchain imports costs ~0.4 s on every run (a
+    piped regression run pays it each time) and does nothing for the person.
+    """
+    code = main()
+    sys.stdout.flush()
+    sys.stderr.flush()
+    os._exit(code)
+
+
+def first_leaf(error: BaseException) -> BaseException:
+    """The MCP client runs in task groups, which wrap what was raised in ExceptionGroups."""
+    while isinstance(error, BaseExceptionGroup) and error.exceptions:
+        error = error.exceptions[0]
+    return error
+
+
+# --- talking to the agent ----------------------------------------------------------------------
+
+
+def chat_command(args: argparse.Namespace, settings: Settings) -> int:
+    return asyncio.run(chat(settings))
+
+
+async def chat(settings: Settings) -> int:
+    async with launch(settings) as launched:
+        # The agent's heavy imports, while the server process imports the MCP SDK.
+        import display
+        from core.session import ThreadSession
+        from store import open_store
+        from terminal.console import Terminal
+
+        async with open_store(settings.db) as store, store.hold(settings.thread):
+            if not settings.read_only:
+                # Before waiting for LM Studio and the tools: a thread that cannot go on is
+                # the news.
+                await check_resumable(store, settings.thread)
+            async with open_agent(settings, launched, store) as agent:
+                session = ThreadSession(
+                    agent.app,
+                    settings.thread,
+                    store,
+                    base_url=settings.base_url,
+                    tools=agent.tools,
+                    verbose=settings.verbose,
+                )
+                with open_transcript(settings.transcript) as transcript:
+                    redactions = root_redactions(settings.roots)
+                    term = Terminal(transcript=transcript, redactions=redactions)
+                    return await display.run_session(
+                        session,
+                        term,
+                        tool_count=len(agent.tools),
+                        approve_mode=settings.approve,
+                        policy=agent.policy,
+                        strict=settings.strict,
+                    )
+
+
+@dataclass
+class Launched:
+    """What starts before anything heavy is imported: checked roots and rules, our MCP
+    server's process, and the question to LM Studio about its models."""
+
+    roots: list[Path]
+    policy: Policy
+    process: asyncio.subprocess.Process
+    model_ready: asyncio.Future[Callable[[], BaseChatModel]]
+
+
+@asynccontextmanager
+async def launch(settings: Settings) -> AsyncIterator[Launched]:
+    from core.policy import load_policy
+    from core.server_process import start_server, stop_server
+
+    roots = check_roots(settings.roots)
+    # Rules are read once, before anything starts: a bad file stops fsagent here.
+    policy = load_policy(settings.policy, roots)
+    process = await start_server(roots, read_only=settings.read_only, verbose=settings.verbose)
+    # Ask LM Studio for its models while our server starts: both are waits, neither needs
+    # the other.
+    model_ready = asyncio.ensure_future(load_model(settings))
+    try:
+        yield Launched(roots, policy, process, model_ready)
+    finally:
+        model_ready.cancel()
+        if model_ready.done() and not model_ready.cancelled():
+            model_ready.exception()  # seen: an error raised first says what went wrong
+        await stop_server(process)
+
+
+@dataclass
+class Agent:
+    app: CompiledStateGraph
+    tools: list[BaseTool]
+    policy: Policy
+
+
+@asynccontextmanager
+async def open_agent(settings: Settings, launched: Launched, store: Store) -> AsyncIterator[Agent]:
+    """Everything a run needs: the model, our MCP server's tools, and the graph on the store,
+    whose write calls go through its ledger."""
+    from core.tools import open_tools
+
+    async with open_tools(launched.process) as tools:
+        model = await launched.model_ready
+        if settings.read_only:
+            from core.read_only import build_read_only_agent
+
+            app = build_read_only_agent(model(), tools, store.checkpointer)
+        else:
+            from agent_graph import build_graph
+
+            app = build_graph(
+                model, tools, store.checkpointer, policy=launched.policy, mode=settings.approve,
+                store=store,
+            )  # fmt: skip
+        yield Agent(app, tools, launched.policy)
+
+
+def check_roots(roots: tuple[Path, ...]) -> list[Path]:
     """Resolve roots up front so a typo is a clear start-up error, not a server crash."""
     resolved = []
     for root in roots:
@@ -275,154 +428,209 @@ def check_roots(roots: list[Path]) -> list[Path]:
     return resolved
 
 
-# --- the model -------------------------------------------------------------------------------
+async def load_model(settings: Settings) -> Callable[[], BaseChatModel]:
+    """The chat model, as a function that builds it at the first prompt.
 
-
-def unreachable_message(base_url: str) -> str:
-    return (
-        f"cannot reach LM Studio at {base_url}: start LM Studio's local server "
-        "(Developer tab > Start Server) or pass --base-url"
-    )
-
-
-async def first_listed_model(base_url: str) -> str:
-    """Ask the server which models it serves; LM Studio lists the loaded ones first."""
-    import httpx
-
-    try:
-        async with httpx.AsyncClient(timeout=5.0) as client:
-            response = await client.get(f"{base_url}/models")
-            response.raise_for_status()
-            models = response.json().get("data") or []
-    except (httpx.HTTPError, ValueError) as error:
-        raise StartupError(unreachable_message(base_url)) from error
-    if not models:
-        raise StartupError(
-            f"LM Studio at {base_url} lists no model: load one in LM Studio or pass --model"
-        )
-    return str(models[0]["id"])
-
-
-def make_chat_model(base_url: str, model: str, callbacks: list[Any] | None = None) -> ChatOpenAI:
-    return plain_json_chat_model()(
-        callbacks=callbacks,
-        base_url=base_url,
-        api_key="lm-studio",  # LM Studio ignores the key, the client insists on one
-        model=model,
-        streaming=True,
-        temperature=0,
-        max_retries=0,  # a local server that is down stays down; say so at once
-        timeout=600,
-    )
-
-
-@functools.cache
-def plain_json_chat_model() -> type[ChatOpenAI]:
-    """ChatOpenAI, sending the messages and tools as the plain JSON they already are.
-
-    The openai client walks every request body through a type-driven transform before it
-    sends it; with the whole history in every request, that walk was about half of our CPU
-    per tool step, and it grows with the thread. `extra_body` is merged into the JSON as is,
-    so the body on the wire is the same.
+    LM Studio is checked reachable now rather than at the first prompt; the client itself
+    (langchain_openai imports all of the openai SDK) is imported at the first prompt, or on a
+    terminal in the background while the person types. Under --replay the model is a
+    cassette's and touches no network.
     """
-    from langchain_openai import ChatOpenAI
+    if settings.replay:
+        from core.cassette import ReplayChatModel, load_cassette
 
-    class PlainJSONChatOpenAI(ChatOpenAI):
-        def _get_request_payload(self, input_: Any, *, stop: Any = None, **kwargs: Any) -> dict:
-            payload = super()._get_request_payload(input_, stop=stop, **kwargs)
-            plain = {key: payload.pop(key) for key in ("messages", "tools") if key in payload}
-            payload["extra_body"] = {**(payload.get("extra_body") or {}), **plain}
-            payload["messages"] = []  # required by the client's signature; extra_body wins
-            return payload
+        name, steps = load_cassette(settings.replay)
+        replay = ReplayChatModel(steps=steps, model_name=name)
+        return lambda: replay
+    from core.model_list import first_listed_model
 
-    return PlainJSONChatOpenAI
+    name = settings.model or await first_listed_model(settings.base_url)
+    if sys.stdin.isatty():
+        # A person reads the banner and types; a pipe's first line is there at once, and a
+        # `quit` would only wait for the import to finish.
+        import_in_background("core.chat_model")
+
+    @functools.cache
+    def chat_model() -> BaseChatModel:
+        from core.chat_model import make_chat_model
+
+        callbacks = None
+        if settings.record:
+            from core.cassette import Recorder
+
+            callbacks = [Recorder(settings.record, name)]
+        return make_chat_model(settings.base_url, name, callbacks)
+
+    return chat_model
 
 
-# --- the tools -------------------------------------------------------------------------------
+def import_in_background(module: str) -> None:
+    """Import a module on a thread; a later import of it waits for this one to finish."""
+    threading.Thread(target=importlib.import_module, args=(module,), daemon=True).start()
 
 
-def server_command(roots: list[Path], read_only: bool) -> tuple[str, list[str], dict[str, str]]:
-    args = ["-m", "mcp_servers.filesystem"]
-    if read_only:
-        args.append("--read-only")
-    args += [str(root) for root in roots]
-    env = dict(os.environ)
-    env["PYTHONPATH"] = os.pathsep.join(filter(None, [str(PROJECT_DIR), env.get("PYTHONPATH")]))
-    return sys.executable, args, env
+def open_transcript(path: Path | None) -> Any:
+    if path is None:
+        return nullcontext(None)
+    try:
+        return path.open("w", encoding="utf-8")
+    except OSError as error:
+        raise StartupError(f"--transcript {path}: {error.strerror}") from error
+
+
+def root_redactions(roots: tuple[Path, ...]) -> list[tuple[str, str]]:
+    """Temp folders differ from run to run; a transcript names them by role instead."""
+    names = ["<root>"] + [f"<root{n}>" for n in range(2, len(roots) + 1)]
+    pairs = [(os.path.realpath(root), name) for root, name in zip(roots, names, strict=True)]
+    pairs += [(str(root), name) for root, name in zip(roots, names, strict=True)]
+    return sorted(set(pairs), key=lambda pair: -len(pair[0]))
+
+
+# --- the thread store without the model or the tools -------------------------------------------
+
+
+class NoModel:
+    """Stands in for the chat model in a graph that is only read or updated, never run."""
+
+    def bind_tools(self, *args: Any, **kwargs: Any) -> NoModel:
+        return self
+
+    async def ainvoke(self, *args: Any, **kwargs: Any) -> Any:
+        raise RuntimeError("this graph only reads threads; it has no model")
+
+
+def reading_graph(store: Store) -> CompiledStateGraph:
+    """The graph's shape without LM Studio or the MCP server, for commands that read or
+    reset threads: the state's channels rebuild messages from stored deltas, and its node
+    names tell which paused steps this version can resume."""
+    from agent_graph import build_graph
+
+    return build_graph(NoModel, [], store.checkpointer)  # type: ignore[arg-type]
 
 
 @asynccontextmanager
-async def open_tools(
-    roots: list[Path], *, read_only: bool = False, verbose: bool = False
-) -> AsyncIterator[list[BaseTool]]:
-    """Start our MCP server once and keep its one session open while the agent runs.
+async def open_reader(settings: Settings) -> AsyncIterator[tuple[Store, CompiledStateGraph]]:
+    from store import open_store
 
-    `MultiServerMCPClient.get_tools()` would start a new server process for every call; a
-    session held here makes a tool call one round trip on an open pipe. The process starts
-    before the MCP SDK is imported here, so the two imports overlap (see mcp_stdio).
-    """
-    from mcp_stdio import session_streams, start_server
-
-    command, args, env = server_command(roots, read_only)
-    # The server logs to stderr; the person sees it only with --verbose.
-    errlog = None if verbose else asyncio.subprocess.DEVNULL
-    process = await start_server(command, args, env, str(roots[0]), errlog)
-    from langchain_mcp_adapters.tools import load_mcp_tools
-    from mcp import ClientSession
-
-    async with session_streams(process) as (read, write):
-        async with ClientSession(read, write) as session:
-            await session.initialize()
-            yield await load_mcp_tools(session)
+    async with open_store(settings.db) as store:
+        yield store, reading_graph(store)
 
 
-def tools_for_group(tools: list[BaseTool], group: str) -> list[BaseTool]:
-    names = TOOL_GROUPS[group]
-    return [tool for tool in tools if names is None or tool.name in names]
+async def check_resumable(store: Store, thread: str) -> None:
+    """Refuse, loudly, a thread paused where this version cannot resume it."""
+    from core.threads import cannot_resume_message, view_thread
+
+    view = await view_thread(reading_graph(store), thread)
+    if view is not None and view.problem:
+        raise StartupError(cannot_resume_message(view))
 
 
-def content_text(content: Any) -> str:
-    """MCP results come as content blocks; models and people want the text."""
-    if isinstance(content, str):
-        return content
-    parts = []
-    for block in content:
-        if isinstance(block, dict):
-            parts.append(str(block.get("text", "")))
-        else:
-            parts.append(str(block))
-    return "\n".join(parts)
+def require_file(db: Path, name: str) -> None:
+    if not db.exists():
+        raise ThreadError(f"no thread named '{name}': {db} does not exist")
 
 
-async def _text_results(request: Any, execute: Any) -> Any:
-    """Tool results as plain text, as our graph sends them: some local servers reject the
-    content-block lists MCP results arrive as."""
-    message = await execute(request)
-    if hasattr(message, "content") and not isinstance(message.content, str):
-        message.content = content_text(message.content)
-    return message
+# --- the commands ------------------------------------------------------------------------------
 
 
-def build_read_only_agent(
-    model: ChatOpenAI, tools: list[BaseTool], checkpointer: Any, state_schema: Any
-) -> Any:
-    """The prebuilt ReAct agent over read tools only: nothing in it can change a file."""
-    from langgraph.prebuilt import ToolNode, create_react_agent
+def threads_command(args: argparse.Namespace, settings: Settings) -> int:
+    from terminal import commands
 
-    read_tools = [tool for tool in tools if tool.name in ALLOWED_TOOLS]
-    return create_react_agent(
-        model,
-        ToolNode(read_tools, awrap_tool_call=_text_results),
-        prompt=SYSTEM_PROMPT,
-        checkpointer=checkpointer,
-        state_schema=state_schema,
-    )
+    if args.action == "list":
+        if not settings.db.exists():  # reading must not create the file
+            print(f"No threads in {settings.db} (the file does not exist yet).")
+            return 0
+        return asyncio.run(in_reader(settings, commands.list_threads))
+    if not args.name:
+        print(f"fsagent: threads {args.action} needs a thread name", file=sys.stderr)
+        return 1
+    require_file(settings.db, args.name)
+    name = args.name
+
+    async def act(store: Store, app: CompiledStateGraph) -> int:
+        if args.action == "show":
+            return await commands.show_thread(app, name)
+        async with store.hold(name):
+            if args.action == "rm":
+                return await commands.remove_thread(store, app, name, ask=not args.yes)
+            return await commands.reset_thread(store, app, name)
+
+    return asyncio.run(in_reader(settings, act))
 
 
-SYSTEM_PROMPT = (
-    "You are fsagent, a careful assistant that works on the person's files only through the "
-    "tools you are given. Paths are relative to the first allowed folder unless absolute. "
-    "Read before you change. Every change to a file is shown to the person, who approves, "
-    "edits or rejects it: if a call is rejected, do not retry it; ask what they want instead. "
-    "Answer briefly."
-)
+def approvals_command(args: argparse.Namespace, settings: Settings) -> int:
+    from terminal import commands
+
+    if not settings.db.exists():
+        print("No pending approvals.")
+        return 0
+    return asyncio.run(in_reader(settings, commands.list_approvals))
+
+
+async def in_reader(settings: Settings, act: Callable[[Store, CompiledStateGraph], Any]) -> int:
+    async with open_reader(settings) as (store, app):
+        return int(await act(store, app))
+
+
+def approve_command(args: argparse.Namespace, settings: Settings) -> int:
+    return asyncio.run(decide(args, settings, approve=True))
+
+
+def deny_command(args: argparse.Namespace, settings: Settings) -> int:
+    return asyncio.run(decide(args, settings, approve=False))
+
+
+async def decide(args: argparse.Namespace, settings: Settings, *, approve: bool) -> int:
+    """approve/deny: check the thread waits (without the model or the tools), then resume it
+    as a session would."""
+    from core.session import ThreadSession
+    from terminal import commands
+
+    require_file(settings.db, args.name)
+    settings = dataclasses.replace(settings, thread=args.name)
+    async with open_reader(settings) as (store, reader), store.hold(args.name):
+        calls = await commands.waiting_calls(reader, args.name)
+        reason = getattr(args, "reason", "")
+        decisions = commands.batch_decisions(calls, args.calls, approve, reason)
+        async with launch(settings) as launched, open_agent(settings, launched, store) as agent:
+            session = ThreadSession(
+                agent.app,
+                args.name,
+                store,
+                base_url=settings.base_url,
+                tools=agent.tools,
+                verbose=settings.verbose,
+            )
+            return await commands.decide(session, calls, decisions)
+
+
+def audit_command(args: argparse.Namespace, settings: Settings) -> int:
+    """Reads the store directly: needs neither LM Studio nor the MCP server."""
+    from terminal import commands
+
+    if not settings.db.is_file():
+        raise StartupError(
+            f"--db {settings.db}: no such thread file; pass the --db fsagent ran with"
+        )
+
+    async def audit() -> int:
+        from store import open_store
+
+        async with open_store(settings.db) as store:
+            return await commands.print_audit(store, args.thread, args.json)
+
+    return asyncio.run(audit())
+
+
+def regress_command(args: argparse.Namespace, settings: Settings) -> int:
+    from terminal.regress import run_cases
+
+    return run_cases(args.cases, show=args.show, update=args.update)
+
+
+if __name__ == "__main__":
+    # Run the importable module's cli, not this __main__ copy, so there is one `agent`
+    # module whatever imports it.
+    from agent import cli
+
+    cli()

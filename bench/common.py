@@ -64,7 +64,7 @@ def agent_command() -> list[str]:
     script = Path(sys.executable).parent / "fsagent"
     if script.exists():
         return [str(script)]
-    return [sys.executable, "-c", "import sys, agent_graph; sys.exit(agent_graph.main())"]
+    return [sys.executable, "-c", "import sys, agent; sys.exit(agent.main())"]
 
 
 def agent_env() -> dict[str, str]:

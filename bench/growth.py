@@ -63,13 +63,13 @@ async def run_thread(state_schema: Any, db: Path, turns: int, get_state: bool = 
     Wall time is what the person waits, fsyncs included, and is noisy on a shared disk; CPU
     time (all threads, aiosqlite's too) is the work we do, and shows growth without the noise.
     """
-    from agent_graph import open_checkpointer
+    from store.sqlite import open_saver
 
     sizes: dict[int, int] = {}
     wall: list[float] = []
     cpu: list[float] = []
     config = {"configurable": {"thread_id": "long"}}
-    async with open_checkpointer(db) as saver:
+    async with open_saver(db) as saver:
         app = build(state_schema, saver)
         for turn in range(1, turns + 1):
             message = HumanMessage(content=f"turn {turn}", id=f"human-{turn}")

@@ -173,7 +173,7 @@ async def per_call_session_times(root: Path, tool: str, calls: list[dict[str, An
     """The same calls through `MultiServerMCPClient.get_tools()`: a new server per call."""
     from langchain_mcp_adapters.client import MultiServerMCPClient
 
-    from agent import server_command
+    from core.server_process import server_command
 
     command, args, env = server_command([root], read_only=False)
     connection = {"transport": "stdio", "command": command, "args": args, "env": env}

@@ -16,7 +16,7 @@ from pathlib import Path
 import pytest
 
 REPO = Path(__file__).resolve().parent.parent
-AGENT = REPO / "agent_graph.py"
+AGENT = REPO / "agent.py"
 
 
 def agent_env() -> dict[str, str]:
@@ -35,7 +35,8 @@ class Workspace:
     db: Path
     processes: list[subprocess.Popen[str]] = field(default_factory=list)
 
-    def command(self, base_url: str, *args: str, thread: str = "t") -> list[str]:
+    def command(self, base_url: str, *args: str, thread: str | None = "t") -> list[str]:
+        """The CLI on this workspace; thread=None leaves --thread out (every thread)."""
         return [
             sys.executable,
             str(AGENT),
@@ -45,8 +46,7 @@ class Workspace:
             str(self.root),
             "--db",
             str(self.db),
-            "--thread",
-            thread,
+            *(["--thread", thread] if thread else []),
             *args,
         ]
 
@@ -55,7 +55,7 @@ class Workspace:
         base_url: str,
         stdin: str = "",
         *args: str,
-        thread: str = "t",
+        thread: str | None = "t",
         timeout: float = 60,
         env: dict[str, str] | None = None,
     ) -> subprocess.CompletedProcess[str]:

@@ -20,7 +20,8 @@ from langchain_core.messages import AIMessage, HumanMessage  # noqa: E402
 from langgraph.graph import START, StateGraph  # noqa: E402
 from langgraph.types import interrupt  # noqa: E402
 
-from agent_graph import AgentState, open_checkpointer  # noqa: E402
+from agent_graph import AgentState  # noqa: E402
+from store import open_store  # noqa: E402
 
 WRITE = {"id": "call_old", "name": "write_file", "args": {"path": "old.txt", "content": "old"}}
 
@@ -48,13 +49,13 @@ def pause_for(version: int) -> Any:
 
 
 async def main(db: str, thread: str, step: str, version: int) -> None:
-    async with open_checkpointer(Path(db)) as saver:
+    async with open_store(Path(db)) as store:
         graph = StateGraph(AgentState)
         graph.add_node("seed", seed)
         graph.add_node(step, pause_for(version))
         graph.add_edge(START, "seed")
         graph.add_edge("seed", step)
-        app = graph.compile(checkpointer=saver)
+        app = graph.compile(checkpointer=store.checkpointer)
         question = HumanMessage(content="create old.txt", id="human-old")
         config = {"configurable": {"thread_id": thread}}
         await app.ainvoke({"messages": [question]}, config, durability="sync")

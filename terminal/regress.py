@@ -12,7 +12,6 @@ Each case runs as a real `fsagent` process with `--replay`, so no LM Studio is n
 
 from __future__ import annotations
 
-import argparse
 import shlex
 import shutil
 import subprocess
@@ -20,22 +19,11 @@ import sys
 import tempfile
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
 
-AGENT = Path(__file__).resolve().parent / "agent_graph.py"
+from core.errors import StartupError
+
+AGENT = Path(__file__).resolve().parent.parent / "agent.py"
 CASE_FILES = ("input.txt", "cassette.jsonl")
-
-
-def add_arguments(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument(
-        "cases", type=Path, metavar="DIR", help="a case folder, or a folder of them"
-    )
-    parser.add_argument("--show", action="store_true", help="print each run's session as it goes")
-    parser.add_argument(
-        "--update",
-        action="store_true",
-        help="write each run's transcript and exit code as the expected ones (after a review)",
-    )
 
 
 @dataclass
@@ -47,15 +35,14 @@ class CaseResult:
     note: str
 
 
-def run(args: argparse.Namespace, settings: Any) -> int:
-    from agent import StartupError
-
-    cases = find_cases(args.cases)
+def run_cases(folder: Path, *, show: bool = False, update: bool = False) -> int:
+    """Run every case in `folder` (or the case it is) and print the table; 1 if any failed."""
+    cases = find_cases(folder)
     if not cases:
         raise StartupError(
-            f"{args.cases}: no case folder (one with {' and '.join(CASE_FILES)}) found there"
+            f"{folder}: no case folder (one with {' and '.join(CASE_FILES)}) found there"
         )
-    results = [run_case(case, show=args.show, update=args.update) for case in cases]
+    results = [run_case(case, show=show, update=update) for case in cases]
     print_table(results)
     return 0 if all(result.passed for result in results) else 1
 

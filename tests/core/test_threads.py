@@ -11,8 +11,8 @@ from collections.abc import Callable
 from pathlib import Path
 
 from conftest import REPO, Workspace, tool_messages
+from core.ledger import HOLD_MARKER, TEST_HOLD_ENV
 from fake_llm import FakeLLM, reply, text, tool_call
-from threads import HOLD_MARKER, TEST_HOLD_ENV
 
 OLD_GRAPH = REPO / "tests" / "old_graph.py"
 NO_LLM = "http://127.0.0.1:9/v1"  # nothing listens: commands that only read must not ask

@@ -23,7 +23,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from agent import WRITE_TOOLS, StartupError
+from core.errors import StartupError
+from core.tool_groups import WRITE_TOOLS
 
 POLICY_FILE = "fsagent.toml"
 DECISIONS: tuple[str, ...] = ("allow", "ask", "deny")

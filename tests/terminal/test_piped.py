@@ -132,7 +132,7 @@ def test_a_file_that_is_not_a_cassette_cannot_start(workspace: Workspace):
 def test_regress_passes_the_shipped_demo_and_fails_a_changed_case(tmp_path: Path):
     demo = tmp_path / "demo"
     shutil.copytree(REPO / "examples" / "demo", demo)
-    regress = [sys.executable, str(REPO / "agent_graph.py"), "regress", str(tmp_path)]
+    regress = [sys.executable, str(REPO / "agent.py"), "regress", str(tmp_path)]
 
     passing = subprocess.run(regress, capture_output=True, text=True, env=agent_env(), check=False)
     assert passing.returncode == 0, passing.stdout + passing.stderr
@@ -160,7 +160,7 @@ def test_record_keeps_what_the_model_was_asked(workspace: Workspace):
 
 def test_exit_codes_are_documented_in_help():
     result = subprocess.run(
-        [sys.executable, str(REPO / "agent_graph.py"), "--help"],
+        [sys.executable, str(REPO / "agent.py"), "--help"],
         capture_output=True,
         text=True,
         check=False,

@@ -3,9 +3,18 @@ person's decision on it (y, n, e, a, ?), read from a terminal or, strictly, from
 
 from __future__ import annotations
 
+import json
+import os
+import posixpath
+import shlex
+import subprocess
+import tempfile
+from collections.abc import Awaitable, Callable
+from pathlib import Path
 from typing import Any
 
-from terminal import Terminal, _clip
+from core.text import clip
+from terminal.console import Terminal
 
 # The keys a person answers with, and the decision each one gives.
 ANSWER_WORDS = {"y": "y", "yes": "y", "n": "n", "no": "n", "e": "e", "a": "a"}
@@ -27,8 +36,6 @@ def offered_keys(call: dict[str, Any]) -> list[str]:
 
 def grant_folder(call: dict[str, Any]) -> str:
     """The folder an `a` would cover, as the person wrote the path (approve resolves it)."""
-    import posixpath
-
     first = call["args"].get("source", call["args"].get("path", ""))
     return (posixpath.dirname(str(first)) or ".") + "/"
 
@@ -53,7 +60,7 @@ def describe_call(call: dict[str, Any]) -> str:
         if key in BULKY_ARGUMENTS:
             shown.append(f"{key}=<{len(str(value)):,} chars, below>")
         else:
-            shown.append(f"{key}={_clip(repr(value))}")
+            shown.append(f"{key}={clip(repr(value))}")
     return f"{call['name']}({', '.join(shown)})"
 
 
@@ -71,8 +78,6 @@ def parse_answer(line: str, call: dict[str, Any]) -> tuple[str, str]:
 
 
 def json_arguments(text: str) -> dict[str, Any]:
-    import json
-
     try:
         args = json.loads(text)
     except ValueError as error:
@@ -138,13 +143,6 @@ def decision_prompt(call: dict[str, Any]) -> str:
 
 def edit_in_editor(term: Terminal, call: dict[str, Any]) -> dict[str, Any] | None:
     """Open $EDITOR on the new file content (write_file) or the arguments as JSON."""
-    import json
-    import os
-    import shlex
-    import subprocess
-    import tempfile
-    from pathlib import Path
-
     args = call["args"]
     content_only = call["name"] == "write_file" and isinstance(args.get("content"), str)
     before = args["content"] if content_only else json.dumps(args, indent=2) + "\n"
@@ -173,18 +171,19 @@ def paint(line: str, color: bool) -> str:
     return line
 
 
-async def review(term: Terminal, payload: dict[str, Any], tools: dict[str, Any]) -> Any:
+Preview = Callable[[dict[str, Any]], Awaitable[list[str]]]
+
+
+async def review(term: Terminal, payload: dict[str, Any], preview: Preview) -> Any:
     """Ask about each call in turn, with what it would change; None leaves the thread paused
     (end of input). A piped line that is not an answer raises NotAnAnswer."""
-    from preview import preview
-
     calls = payload["calls"]
     term.event("approval_request", calls=[{"tool": c["name"], "args": c["args"]} for c in calls])
     term.say("⚠ Approval needed. The agent wants to run:")
     decisions: dict[str, Any] = {}
     for number, call in enumerate(calls, 1):
         term.say(f"[{number}/{len(calls)}] {describe_call(call)}")
-        for line in await preview(call, tools):
+        for line in await preview(call):
             term.say("    " + paint(line, term.color))
         decide = piped_decision if term.piped else person_decision
         decision = decide(term, call)
@@ -198,19 +197,3 @@ async def review(term: Terminal, payload: dict[str, Any], tools: dict[str, Any])
         reason = decision.get("message", "")
         term.event("decision", tool=call["name"], decision=kind, reason=reason, by=decision["by"])
     return {"decisions": decisions}
-
-
-def show_automatic_decisions(term: Terminal, approvals: dict[str, Any]) -> None:
-    """Decisions a rule, the mode or a grant made: shown, so nothing passes unseen."""
-    for record in approvals.values():
-        if record.get("by") not in ("rule", "mode", "grant"):
-            continue
-        mark = "✓" if record.get("type") == "approve" else "✗"
-        term.say(f"{mark} {record.get('tool')}: {record.get('reason')}")
-        term.event(
-            "decision",
-            tool=record.get("tool"),
-            decision=record.get("decision"),
-            reason=record.get("reason", ""),
-            by=record.get("by"),
-        )

@@ -11,6 +11,8 @@ from __future__ import annotations
 import json
 from typing import Any
 
+from core.messages import content_text
+
 PREVIEW_LINES = 40
 NEW_FILE_HEAD = 15
 LINE_WIDTH = 300
@@ -53,8 +55,6 @@ class PreviewError(Exception):
 
 async def ask(tools: Tools, name: str, args: dict[str, Any]) -> str:
     """Call a read-only (or dry-run) tool; its error text becomes a PreviewError."""
-    from agent import content_text
-
     if name not in tools:
         raise PreviewError(f"the server offers no {name}")
     try:

@@ -8,13 +8,15 @@ top on resume, so everything it calls must be free of side effects.
 
 from __future__ import annotations
 
+import json
 import uuid
 from typing import Any
 
+import jsonschema
 from langchain_core.messages import AIMessage, ToolMessage
 
-from agent import WRITE_TOOLS
-from policy import Grant, Policy
+from core.policy import Grant, Policy
+from core.tool_groups import WRITE_TOOLS
 
 APPROVAL_KIND = "approval"
 APPROVAL_VERSION = 1
@@ -51,8 +53,6 @@ def call_problem(call: ToolCall, schemas: dict[str, dict[str, Any]]) -> str | No
 
 
 def schema_problem(name: str, args: Any, schema: dict[str, Any]) -> str | None:
-    import jsonschema
-
     if not isinstance(args, dict):
         return f"the arguments of {name} must be a JSON object."
     validator = _validator(schema)
@@ -72,8 +72,6 @@ _validators: dict[int, tuple[dict[str, Any], Any]] = {}
 
 
 def _validator(schema: dict[str, Any]) -> Any:
-    import jsonschema
-
     cached = _validators.get(id(schema))
     if cached is not None and cached[0] is schema:
         return cached[1]
@@ -245,7 +243,6 @@ def rejection_text(call: ToolCall, reason: str, by: str = "person") -> str:
 def edited_preamble(call: ToolCall, edited_args: dict[str, Any]) -> str:
     """Tells the model the person changed its call, and how, so it reports the edited result
     and does not redo (or "correct") the original."""
-    import json
 
     def shown(value: Any) -> str:
         text = json.dumps(value, ensure_ascii=False)

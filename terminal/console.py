@@ -1,50 +1,13 @@
-"""The person's terminal: reading their lines (a TTY or a pipe), writing what happened,
-clipping long text visibly, and recording transcript events."""
+"""The person's terminal: reading their lines (a TTY or a pipe), writing what happened, and
+recording transcript events."""
 
 from __future__ import annotations
 
+import json
 import os
 import sys
 from dataclasses import dataclass, field
 from typing import Any, TextIO
-
-CLIP_AT = 300
-RESULT_LINES = 3
-
-
-# --- text helpers ----------------------------------------------------------------------------
-
-
-def _clip(text: str, limit: int = CLIP_AT) -> str:
-    """Cut long text visibly: the person always sees that, and how much, was left out."""
-    if len(text) <= limit:
-        return text
-    return f"{text[:limit]}… (+{len(text) - limit} chars)"
-
-
-def format_call(name: str, args: Any, limit: int = CLIP_AT) -> str:
-    if not isinstance(args, dict):
-        return f"{name}({_clip(repr(args), limit)})"
-    shown = ", ".join(f"{key}={_clip(repr(value), limit)}" for key, value in args.items())
-    return f"{name}({shown})"
-
-
-def format_result(text: str) -> str:
-    """A tool result in a few lines: JSON on one line, text by its first lines."""
-    import json
-
-    try:
-        return _clip(json.dumps(json.loads(text), ensure_ascii=False), 200)
-    except ValueError:
-        pass
-    lines = text.splitlines() or [""]
-    shown = [_clip(line, 200) for line in lines[:RESULT_LINES]]
-    if len(lines) > RESULT_LINES:
-        shown.append(f"… (+{len(lines) - RESULT_LINES} more lines)")
-    return "\n  ".join(shown)
-
-
-# --- the terminal ----------------------------------------------------------------------------
 
 
 @dataclass
@@ -68,8 +31,6 @@ class Terminal:
         regression compares, so no timestamps and no ids."""
         if self.transcript is None:
             return
-        import json
-
         line = json.dumps({"event": kind, **fields}, ensure_ascii=False, sort_keys=True)
         for path, name in self.redactions:
             line = line.replace(json.dumps(path)[1:-1], name)

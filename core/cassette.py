@@ -18,12 +18,11 @@ from langchain_core.callbacks import BaseCallbackHandler
 from langchain_core.language_models.chat_models import BaseChatModel
 from langchain_core.messages import AIMessage, BaseMessage, HumanMessage, ToolMessage
 from langchain_core.outputs import ChatGeneration, ChatResult
+from langchain_core.utils.function_calling import convert_to_openai_tool
+
+from core.errors import ReplayMismatch, StartupError
 
 CASSETTE_FORMAT = 1
-
-
-class ReplayMismatch(Exception):
-    """The run asked the model something the cassette did not record (exit code 4)."""
 
 
 def request_essentials(messages: Sequence[BaseMessage], tool_names: Sequence[str]) -> dict:
@@ -104,8 +103,6 @@ class Recorder(BaseCallbackHandler):
 
 def load_cassette(path: Path) -> tuple[str, list[dict]]:
     """The model name and the recorded steps; a file that is not a cassette is a clear error."""
-    from agent import StartupError
-
     try:
         lines = [json.loads(line) for line in path.read_text(encoding="utf-8").splitlines() if line]
     except OSError as error:
@@ -146,8 +143,6 @@ class ReplayChatModel(BaseChatModel):
         return "fsagent-replay"
 
     def bind_tools(self, tools: Sequence[Any], *, tool_choice: Any = None, **kwargs: Any) -> Any:
-        from langchain_core.utils.function_calling import convert_to_openai_tool
-
         names = [convert_to_openai_tool(tool)["function"]["name"] for tool in tools]
         return self.bind(tool_names=names, **kwargs)
 

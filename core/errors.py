@@ -1,0 +1,15 @@
+"""The errors the core raises for a person to read: each message is the one line they see."""
+
+
+class StartupError(Exception):
+    """Something stops fsagent from starting (a bad flag, LM Studio unreachable, a bad rules
+    file, a thread this version cannot resume); exit code 2."""
+
+
+class ThreadError(Exception):
+    """A thread cannot be used as asked (unknown, not waiting); exit code 1. Nothing was
+    changed."""
+
+
+class ReplayMismatch(Exception):
+    """A --replay run asked the model something the cassette did not record (exit code 4)."""

@@ -1,0 +1,87 @@
+"""A turn as data: the typed events a run of the graph yields, which every front-end consumes.
+
+The terminal prints them and writes them to a transcript; the HTTP service sends them as
+server-sent events. Events carry what a person or a regression run compares, never ids of
+our own making or timestamps (a call id is the model's, kept so results can be matched).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+
+@dataclass(frozen=True)
+class Route:
+    """The router chose the group of tools this request is offered."""
+
+    route: str
+
+
+@dataclass(frozen=True)
+class TextDelta:
+    """A piece of the model's reply as it streams."""
+
+    text: str
+
+
+@dataclass(frozen=True)
+class Answer:
+    """A finished model message's text (streamed already as TextDelta, unless it is one of
+    ours, such as the step limit's)."""
+
+    text: str
+
+
+@dataclass(frozen=True)
+class ToolCall:
+    """A call the model made. `args` is None and `error` says why when its arguments were
+    not JSON."""
+
+    call_id: str
+    tool: str
+    args: Any
+    error: str | None = None
+
+
+@dataclass(frozen=True)
+class ToolResult:
+    call_id: str
+    tool: str
+    text: str
+    failed: bool
+
+
+@dataclass(frozen=True)
+class Decision:
+    """A decision on a write call. The core reports those a rule, the --approve mode or a
+    grant made; a front-end reports its person's."""
+
+    call_id: str
+    tool: str
+    decision: str  # approve, edit, grant or reject
+    reason: str
+    by: str  # rule, mode, grant, person, piped, admin
+
+    @property
+    def approved(self) -> bool:
+        return self.decision in ("approve", "edit", "grant")
+
+
+@dataclass(frozen=True)
+class Paused:
+    """The run stopped for approval: `payload` is the approval contract's (DESIGN.md)."""
+
+    payload: dict[str, Any]
+
+
+@dataclass(frozen=True)
+class Failed:
+    """The run failed: `text` is one line the person can act on. With `fatal`, the session
+    raises the error after this event (--verbose, or a replay that drifted)."""
+
+    text: str
+    fatal: bool = False
+
+
+Event = Route | TextDelta | Answer | ToolCall | ToolResult | Decision | Paused | Failed

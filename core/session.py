@@ -1,0 +1,204 @@
+"""A thread, as a front-end drives it: start a turn, stream its events, pause for approval,
+resume with decisions, close a run that was cut off, and the thread's grants.
+
+A front-end iterates a run (`turn`, `resume`, `finish_cut_off_run`) and shows its events; the
+last event of a run that paused is `Paused`. A run that fails yields `Failed` and leaves the
+thread consistent. A run the front-end cancels (Ctrl-C, a client gone, SIGTERM) raises
+CancelledError out of the iteration; the front-end then calls `close_cut_off_run`.
+"""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator, Iterator
+from typing import Any
+
+from langchain_core.messages import AIMessage, AIMessageChunk, HumanMessage, ToolMessage
+from langchain_core.tools import BaseTool
+from langgraph.graph.state import CompiledStateGraph
+from langgraph.types import Command
+
+from core import events
+from core.approval import describe_grant, new_id
+from core.error_lines import describe_error
+from core.errors import ReplayMismatch
+from core.messages import content_text
+from core.policy import Grant
+from core.preview import preview
+from core.threads import (
+    PERSON_UPDATE,
+    ThreadView,
+    approval_among,
+    close_run,
+    pending_approval,
+    run_config,
+    view_thread,
+)
+from store.base import Store
+
+
+class ThreadSession:
+    """One thread of one graph, held open by one front-end."""
+
+    def __init__(
+        self,
+        app: CompiledStateGraph,
+        thread: str,
+        store: Store,
+        *,
+        base_url: str,
+        tools: list[BaseTool] | None = None,
+        verbose: bool = False,
+    ) -> None:
+        self.app = app
+        self.thread = thread
+        self.store = store
+        self.base_url = base_url
+        self.tools = {tool.name: tool for tool in tools or []}
+        self.verbose = verbose
+        self.config = run_config(thread)
+        self.paused_on: dict[str, Any] | None = None  # the approval the last run stopped at
+        self._call_names: dict[str, str] = {}
+
+    # -- reading the thread ----------------------------------------------------------------------
+
+    async def view(self) -> ThreadView | None:
+        return await view_thread(self.app, self.thread)
+
+    async def pending(self) -> dict[str, Any] | None:
+        """The approval the thread waits on, if any: what a front-end asks about."""
+        return pending_approval(await self.app.aget_state(self.config))
+
+    async def preview(self, call: dict[str, Any]) -> list[str]:
+        """What a pending write call would change, worked out without changing anything."""
+        return await preview(call, self.tools)
+
+    # -- runs ------------------------------------------------------------------------------------
+
+    def turn(self, text: str) -> AsyncIterator[events.Event]:
+        """A new request from the person."""
+        return self.run({"messages": [HumanMessage(content=text, id=new_id("human"))]})
+
+    def resume(self, decisions: dict[str, Any]) -> AsyncIterator[events.Event]:
+        """Answer the pending approval (the contract's resume value) and run on."""
+        return self.run(Command(resume=decisions))
+
+    def finish_cut_off_run(self) -> AsyncIterator[events.Event]:
+        """Run on from where a crash stopped the last run. The ledger keeps every write that
+        already ran (or may have) from running again."""
+        return self.run(None)
+
+    async def run(self, graph_input: Any) -> AsyncIterator[events.Event]:
+        self.paused_on = None
+        try:
+            async for mode, chunk in self.app.astream(
+                graph_input, self.config, stream_mode=["updates", "messages"], durability="sync"
+            ):
+                for event in self._events(mode, chunk):
+                    yield event
+        except Exception as error:
+            if self.verbose or isinstance(error, ReplayMismatch):
+                yield events.Failed(str(error), fatal=True)
+                raise  # the front-end shows the traceback, or ends the replay (exit 4)
+            yield events.Failed(describe_error(error, self.base_url))
+            for result in await self.close_cut_off_run("the run was cut off by an error"):
+                yield result
+            return
+        if self.paused_on is not None:
+            yield events.Paused(self.paused_on)
+
+    async def close_cut_off_run(self, why: str) -> list[events.ToolResult]:
+        """Store an answer for every call a cut-off run left without one, so the thread is
+        idle and consistent now rather than repaired only in the next request."""
+        self.paused_on = None
+        answers = await close_run(self.app, self.store, self.thread, why)
+        return [self._result(answer) for answer in answers]
+
+    # -- grants ------------------------------------------------------------------------------------
+
+    async def grants(self) -> list[Grant]:
+        snapshot = await self.app.aget_state(self.config)
+        return list((snapshot.values or {}).get("grants") or [])
+
+    async def revoke(self, number: int) -> str | None:
+        """Remove grant `number` (from 1); its description, or None if there is none."""
+        grants = await self.grants()
+        if not 1 <= number <= len(grants):
+            return None
+        gone = grants.pop(number - 1)
+        # Recorded as an update by a node that leads to END, so it schedules nothing.
+        await self.app.aupdate_state(self.config, {"grants": grants}, as_node=PERSON_UPDATE)
+        return describe_grant(gone)
+
+    # -- from graph updates to events --------------------------------------------------------------
+
+    def _events(self, mode: str, chunk: Any) -> Iterator[events.Event]:
+        if mode == "messages":
+            message, meta = chunk
+            if _is_model_text(message, str(meta.get("langgraph_node", ""))):
+                yield events.TextDelta(message.content)
+            return
+        for node, update in chunk.items():
+            if node == "__interrupt__":
+                self.paused_on = approval_among(update)
+            else:
+                yield from self._step(node, update)
+
+    def _step(self, node: str, update: Any) -> Iterator[events.Event]:
+        """What one step added: the route, decisions made without a person, tool calls,
+        results and the model's text."""
+        if not isinstance(update, dict):
+            return
+        if node == "router" and "route" in update:
+            yield events.Route(update["route"])
+        if node == "approve":
+            yield from automatic_decisions(update.get("approvals") or {})
+        for message in update.get("messages") or []:
+            if isinstance(message, AIMessage):
+                yield from self._model_message(message)
+            elif isinstance(message, ToolMessage):
+                yield self._result(message)
+
+    def _model_message(self, message: AIMessage) -> Iterator[events.Event]:
+        if message.content:
+            yield events.Answer(str(message.content))
+        for call in message.tool_calls:
+            self._call_names[call["id"]] = call["name"]
+            yield events.ToolCall(call["id"], call["name"], call["args"])
+        for invalid in message.invalid_tool_calls:
+            name = invalid.get("name") or "?"
+            call_id = invalid.get("id") or ""
+            self._call_names[call_id] = name
+            yield events.ToolCall(call_id, name, None, error="arguments are not valid JSON")
+
+    def _result(self, message: ToolMessage) -> events.ToolResult:
+        return events.ToolResult(
+            call_id=message.tool_call_id,
+            tool=self._call_names.get(message.tool_call_id, "?"),
+            text=content_text(message.content),
+            failed=message.status == "error",
+        )
+
+
+def automatic_decisions(approvals: dict[str, Any]) -> Iterator[events.Decision]:
+    """Decisions a rule, the mode or a grant made: reported, so nothing passes unseen."""
+    for call_id, record in approvals.items():
+        if record.get("by") not in ("rule", "mode", "grant"):
+            continue
+        yield events.Decision(
+            call_id=call_id,
+            tool=str(record.get("tool")),
+            decision=str(record.get("decision")),
+            reason=str(record.get("reason", "")),
+            by=str(record.get("by")),
+        )
+
+
+def _is_model_text(message: Any, node: str) -> bool:
+    """Tokens of a model reply as they stream: not the router's one word, and not whole
+    messages (LangGraph also emits those when a node returns them)."""
+    return (
+        isinstance(message, AIMessageChunk)
+        and node != "router"
+        and isinstance(message.content, str)
+        and bool(message.content)
+    )

@@ -1,0 +1,203 @@
+"""What state each thread is in, judged from its checkpoint, and how a cut-off run is closed.
+
+A checkpoint records a position in our code. A thread paused at a step a newer version renamed
+would resume into nothing (langgraph returns having done nothing), so the raw checkpoint is
+read as well as the graph's view, and such a thread is reported, loudly, as unable to resume.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+from langchain_core.messages import AnyMessage, ToolMessage
+from langgraph.graph import END
+from langgraph.graph.state import CompiledStateGraph
+from langgraph.types import StateSnapshot
+
+from core.approval import cut_off_answer, is_current_payload
+from core.errors import ThreadError
+from core.ledger import recorded_answer
+from core.messages import unanswered_calls
+from core.text import format_call
+from core.tool_groups import WRITE_TOOLS
+from store.base import Store
+
+IDLE = "idle"
+WAITING = "waiting for approval"
+INTERRUPTED = "interrupted"
+
+# The node whose name updates made between turns (revoking a grant) are recorded under. It
+# never runs; it leads to END, so an update as it schedules nothing.
+PERSON_UPDATE = "person_update"
+
+# One request may take this many model calls before the turn is stopped for the person.
+MAX_MODEL_CALLS_PER_TURN = 25
+
+
+def thread_config(name: str) -> dict[str, Any]:
+    return {"configurable": {"thread_id": name}}
+
+
+def run_config(thread: str) -> dict[str, Any]:
+    """The config a run of the graph on `thread` takes, whoever starts it."""
+    return {**thread_config(thread), "recursion_limit": recursion_limit()}
+
+
+def recursion_limit(max_model_calls: int = MAX_MODEL_CALLS_PER_TURN) -> int:
+    """LangGraph's own step cap, set above ours so the person gets our clear message."""
+    return 4 * max_model_calls + 10
+
+
+@dataclass
+class ThreadView:
+    name: str
+    status: str
+    messages: list[AnyMessage]
+    last_activity: str
+    waiting: list[dict[str, Any]] = field(default_factory=list)  # the calls of the approval
+    steps: list[str] = field(default_factory=list)  # where the last run stopped
+    problem: str | None = None  # why this version cannot resume it
+    snapshot: StateSnapshot | None = None  # the state it was judged from, for reuse
+
+
+async def view_thread(app: CompiledStateGraph, name: str) -> ThreadView | None:
+    """The thread as stored, judged from the raw checkpoint as well as the graph's view: a
+    step the graph no longer has is invisible to `aget_state` (no next, no interrupts)."""
+    config = thread_config(name)
+    assert app.checkpointer is not None and app.checkpointer is not True
+    raw = await app.checkpointer.aget_tuple(config)
+    if raw is None:
+        return None
+    snapshot = await app.aget_state(config)
+    steps = stopped_at(raw.checkpoint)
+    payloads = stored_interrupts(raw.pending_writes or [])
+    waiting = next((p["calls"] for p in payloads if is_approval(p)), [])
+    problem = resume_problem(app, steps, payloads, snapshot)
+    if payloads:
+        status = WAITING
+    elif steps:
+        status = INTERRUPTED
+    else:
+        status = IDLE
+    return ThreadView(
+        name=name,
+        status=status,
+        messages=list((snapshot.values or {}).get("messages") or []),
+        last_activity=str(raw.checkpoint.get("ts") or ""),
+        waiting=waiting,
+        steps=steps,
+        problem=problem,
+        snapshot=snapshot,
+    )
+
+
+def stopped_at(checkpoint: Any) -> list[str]:
+    """The steps a checkpoint is due to run next, by name, whatever graph wrote it.
+
+    LangGraph triggers node X through channel `branch:to:X` and clears that channel when X
+    runs, so a value still there is a step not yet done."""
+    prefix = "branch:to:"
+    values = checkpoint.get("channel_values") or {}
+    return sorted(channel[len(prefix) :] for channel in values if channel.startswith(prefix))
+
+
+def stored_interrupts(pending_writes: list[Any]) -> list[Any]:
+    values = []
+    for _task, channel, value in pending_writes:
+        if channel == "__interrupt__":
+            items = value if isinstance(value, list | tuple) else [value]
+            values += [getattr(item, "value", item) for item in items]
+    return values
+
+
+def is_approval(value: Any) -> bool:
+    return isinstance(value, dict) and value.get("kind") == "approval" and "calls" in value
+
+
+def pending_approval(snapshot: StateSnapshot | None) -> dict[str, Any] | None:
+    """The approval payload a thread's state waits on, if any."""
+    if snapshot is None:
+        return None
+    return approval_among(snapshot.interrupts)
+
+
+def approval_among(interrupts: Any) -> dict[str, Any] | None:
+    for interrupt in interrupts:
+        if isinstance(interrupt.value, dict) and interrupt.value.get("kind") == "approval":
+            return interrupt.value
+    return None
+
+
+def resume_problem(
+    app: CompiledStateGraph, steps: list[str], payloads: list[Any], snapshot: StateSnapshot
+) -> str | None:
+    for step in steps:
+        if step not in app.nodes:
+            return f"it is paused at step {step!r}, which this version of fsagent does not have"
+    for payload in payloads:
+        if not is_current_payload(payload):
+            version = payload.get("version") if isinstance(payload, dict) else None
+            return f"it waits on an approval of another format (version {version!r})"
+    if payloads and not snapshot.interrupts:
+        return "its pending approval is not one this version of fsagent can resume"
+    return None
+
+
+def cannot_resume_message(view: ThreadView) -> str:
+    waits = ", ".join(format_call(c.get("name"), c.get("args"), 60) for c in view.waiting)
+    waited = f"; it was waiting for approval of {waits}" if waits else ""
+    return (
+        f"thread '{view.name}' cannot be resumed: {view.problem}{waited}. Nothing was run. "
+        f"Run `fsagent threads reset {view.name}` to cancel what it waits for and go on with it"
+    )
+
+
+async def require_thread(app: CompiledStateGraph, name: str) -> ThreadView:
+    view = await view_thread(app, name)
+    if view is None:
+        raise ThreadError(f"no thread named '{name}' in this file; `fsagent threads` lists them")
+    return view
+
+
+async def all_views(store: Store, app: CompiledStateGraph) -> list[ThreadView]:
+    views = [await view_thread(app, name) for name in await store.thread_names()]
+    return [view for view in views if view is not None]
+
+
+# --- closing a run that was cut off ----------------------------------------------------------
+
+
+async def closing_answer(
+    store: Store, thread: str, message_id: str, call: dict[str, Any], why: str
+) -> ToolMessage:
+    """The truthful answer for a call whose run ended without one: the ledger knows whether
+    a write ran, may have run, or never started."""
+    if call.get("name") in WRITE_TOOLS:
+        row = await store.ledger_row(thread, message_id, call["id"])
+        if row is not None:
+            return recorded_answer(row, call)
+    return cut_off_answer(call, why)
+
+
+async def close_run(
+    app: CompiledStateGraph, store: Store, thread: str, why: str
+) -> list[ToolMessage]:
+    """Leave the thread idle and consistent: drop the steps it was due to run (a pending
+    approval included) and store an answer for every call left without one, so `threads
+    show` and the next model request agree. Returns the answers stored."""
+    config = thread_config(thread)
+    snapshot = await app.aget_state(config)
+    if not snapshot.created_at:
+        return []
+    message_id, calls = unanswered_calls((snapshot.values or {}).get("messages") or [])
+    answers = [await closing_answer(store, thread, message_id, c, why) for c in calls]
+    await app.aupdate_state(config, None, as_node=END)
+    if answers:
+        update: dict[str, Any] = {"messages": answers}
+        if "approvals" in app.channels:  # the read-only agent's state has none
+            update["approvals"] = {}
+        # Written as if the tools node answered, which queues the agent step; clear it again.
+        await app.aupdate_state(config, update, as_node="tools")
+        await app.aupdate_state(config, None, as_node=END)
+    return answers

@@ -1,0 +1,337 @@
+"""The embedded store: one SQLite file (`threads.db`) holding LangGraph's checkpoints and ours.
+
+Two connections to the one file: LangGraph's saver has its own, and ours runs in autocommit
+mode, so a ledger row is on disk before the write it describes starts. The file runs in WAL
+mode (readers never block the writer) with a busy timeout, and `synchronous=NORMAL`: every
+commit survives a killed process, which is what we promise; only a power cut can lose the
+last ones, where FULL would cost an fsync per checkpoint.
+
+A file that is not ours (not SQLite, another program's database, damaged, locked, or written
+by a newer fsagent) is refused with one line and never changed.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import sqlite3
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any
+
+import aiosqlite
+from langgraph.checkpoint.sqlite.aio import AsyncSqliteSaver
+
+from store.base import AuditRow, LedgerRow
+from store.errors import StoreError, ThreadBusy
+from store.migrations import MIGRATIONS_TABLE, newer_message, newer_than_us, pending
+
+SQLITE_HEADER = b"SQLite format 3\x00"
+# Tables a file of ours may hold: LangGraph's checkpointer's and our own.
+KNOWN_TABLES = frozenset(
+    {"checkpoints", "writes", "fsagent_threads", "fsagent_ledger", MIGRATIONS_TABLE}
+)
+BUSY_TIMEOUT_SECONDS = 10.0
+
+
+def now() -> str:
+    return datetime.now(UTC).isoformat(timespec="seconds")
+
+
+class SQLiteStore:
+    """The store on one SQLite file; open it with `open_sqlite_store`."""
+
+    def __init__(self, path: Path, conn: aiosqlite.Connection, saver: AsyncSqliteSaver) -> None:
+        self.path = path
+        self.conn = conn
+        self.saver = saver
+
+    @property
+    def location(self) -> str:
+        return str(self.path)
+
+    @property
+    def checkpointer(self) -> AsyncSqliteSaver:
+        return self.saver
+
+    # -- the registry and its lock -------------------------------------------------------------
+
+    @asynccontextmanager
+    async def hold(self, thread: str) -> AsyncIterator[None]:
+        await self._take(thread)
+        try:
+            yield
+        finally:
+            await self.conn.execute(
+                "UPDATE fsagent_threads SET pid = NULL WHERE name = ? AND pid = ?",
+                (thread, os.getpid()),
+            )
+
+    async def _take(self, thread: str) -> None:
+        # BEGIN IMMEDIATE takes the file's write lock, so check-and-set is one step even when
+        # two processes open the same thread at the same moment.
+        try:
+            await self.conn.execute("BEGIN IMMEDIATE")
+        except sqlite3.OperationalError as error:
+            raise StoreError(locked_message(self.path)) from error
+        try:
+            async with self.conn.execute(
+                "SELECT pid FROM fsagent_threads WHERE name = ?", (thread,)
+            ) as cursor:
+                row = await cursor.fetchone()
+            holder = row[0] if row else None
+            if holder and holder != os.getpid() and process_alive(holder):
+                raise ThreadBusy(
+                    f"thread '{thread}' is open in another fsagent process (pid {holder}); "
+                    "finish there first, or pass another --thread"
+                )
+            await self.conn.execute(
+                "INSERT INTO fsagent_threads (name, created_at, pid, opened_at) "
+                "VALUES (?, ?, ?, ?) ON CONFLICT (name) DO UPDATE "
+                "SET pid = excluded.pid, opened_at = excluded.opened_at",
+                (thread, now(), os.getpid(), now()),
+            )
+            await self.conn.execute("COMMIT")
+        except BaseException:
+            await self.conn.execute("ROLLBACK")
+            raise
+
+    async def thread_names(self) -> list[str]:
+        # Asked of the tables, not by loading every checkpoint.
+        async with self.conn.execute(
+            "SELECT name FROM fsagent_threads UNION SELECT DISTINCT thread_id FROM checkpoints"
+        ) as cursor:
+            return sorted({str(row[0]) for row in await cursor.fetchall()})
+
+    async def forget(self, thread: str) -> None:
+        await self.saver.adelete_thread(thread)
+        await self.conn.execute("DELETE FROM fsagent_ledger WHERE thread = ?", (thread,))
+        await self.conn.execute("DELETE FROM fsagent_threads WHERE name = ?", (thread,))
+
+    # -- the ledger ------------------------------------------------------------------------------
+
+    async def ledger_row(self, thread: str, message_id: str, call_id: str) -> LedgerRow | None:
+        async with self.conn.execute(
+            "SELECT status, result, failed FROM fsagent_ledger "
+            "WHERE thread = ? AND message_id = ? AND call_id = ?",
+            (thread, message_id, call_id),
+        ) as cursor:
+            row = await cursor.fetchone()
+        return LedgerRow(row[0], row[1], bool(row[2])) if row else None
+
+    async def ledger_claim(
+        self, thread: str, message_id: str, call_id: str, tool: str, args: Any
+    ) -> bool:
+        cursor = await self.conn.execute(
+            "INSERT INTO fsagent_ledger "
+            "(thread, message_id, call_id, tool, args, status, started_at) "
+            "VALUES (?, ?, ?, ?, ?, 'started', ?) ON CONFLICT DO NOTHING",
+            (thread, message_id, call_id, tool, json.dumps(args), now()),
+        )
+        return cursor.rowcount == 1
+
+    async def ledger_done(
+        self, thread: str, message_id: str, call_id: str, result: str, failed: bool
+    ) -> None:
+        await self.conn.execute(
+            "UPDATE fsagent_ledger SET status = 'done', result = ?, failed = ?, "
+            "finished_at = ? WHERE thread = ? AND message_id = ? AND call_id = ?",
+            (result, int(failed), now(), thread, message_id, call_id),
+        )
+
+    # -- the audit log ---------------------------------------------------------------------------
+
+    async def record_audit(self, rows: list[AuditRow]) -> None:
+        if not rows:
+            return
+        await self.conn.execute("BEGIN")
+        try:
+            await self.conn.executemany(
+                "INSERT OR IGNORE INTO fsagent_audit (time, thread, message_id, call_id, tool, "
+                "args, decision, reason, decided_by) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)",
+                [
+                    (
+                        row.time,
+                        row.thread,
+                        row.message_id,
+                        row.call_id,
+                        row.tool,
+                        json.dumps(row.args, ensure_ascii=False, sort_keys=True),
+                        row.decision,
+                        row.reason,
+                        row.by,
+                    )
+                    for row in rows
+                ],
+            )
+            await self.conn.execute("COMMIT")
+        except BaseException:
+            await self.conn.execute("ROLLBACK")
+            raise
+
+    async def audit_rows(self, thread: str | None = None) -> list[AuditRow]:
+        query = (
+            "SELECT time, thread, message_id, call_id, tool, args, decision, reason, decided_by "
+            "FROM fsagent_audit"
+        )
+        params: tuple[str, ...] = ()
+        if thread:
+            query, params = query + " WHERE thread = ?", (thread,)
+        async with self.conn.execute(query + " ORDER BY id", params) as cursor:
+            found = await cursor.fetchall()
+        return [
+            AuditRow(r[0], r[1], r[2], r[3], r[4], json.loads(r[5]), r[6], r[7], r[8])
+            for r in found
+        ]
+
+    # -- our schema ------------------------------------------------------------------------------
+
+    async def schema_version(self) -> int:
+        return len(await applied_migrations(self.conn))
+
+
+def process_alive(pid: int) -> bool:
+    """Whether `pid` is a running process (a zombie has died; only its parent has not
+    looked yet)."""
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True  # alive, but someone else's
+    try:
+        stat = Path(f"/proc/{pid}/stat").read_text()
+    except OSError:
+        return True
+    return stat.rpartition(")")[2].split()[:1] != ["Z"]
+
+
+def locked_message(path: Path) -> str:
+    return f"{path} is locked by another program; close it there or pass another --db"
+
+
+# --- opening the file ----------------------------------------------------------------------------
+
+
+def check_file_is_ours(path: Path) -> None:
+    """Refuse, before SQLite touches it, a file that is not a SQLite database at all."""
+    if not path.exists():
+        if not path.parent.is_dir():
+            raise StoreError(
+                f"--db {path}: folder {path.parent} does not exist; create it or pick another"
+            )
+        return
+    if path.is_dir():
+        raise StoreError(f"--db {path} is a folder; pass a file")
+    try:
+        with path.open("rb") as file:
+            head = file.read(len(SQLITE_HEADER))
+    except OSError as error:
+        raise StoreError(f"cannot read {path}: {error.strerror}; pass another --db") from error
+    if head and head != SQLITE_HEADER:
+        raise StoreError(
+            f"{path} is not an fsagent threads file (not a SQLite database); it was left "
+            "untouched. Pass another --db"
+        )
+
+
+async def connect(path: Path, **options: Any) -> aiosqlite.Connection:
+    try:
+        conn = await aiosqlite.connect(str(path), timeout=BUSY_TIMEOUT_SECONDS, **options)
+    except sqlite3.Error as error:
+        raise StoreError(f"cannot open {path}: {error}; pass another --db") from error
+    await conn.execute(f"PRAGMA busy_timeout = {int(BUSY_TIMEOUT_SECONDS * 1000)}")
+    return conn
+
+
+async def applied_migrations(conn: aiosqlite.Connection) -> set[int]:
+    async with conn.execute(f"SELECT number FROM {MIGRATIONS_TABLE}") as cursor:
+        return {int(row[0]) for row in await cursor.fetchall()}
+
+
+async def migrate(conn: aiosqlite.Connection, path: Path) -> None:
+    """Apply what `store.migrations` has and the file has not, one transaction each."""
+    await conn.execute(
+        f"CREATE TABLE IF NOT EXISTS {MIGRATIONS_TABLE} "
+        "(number INTEGER PRIMARY KEY, name TEXT NOT NULL, applied_at TEXT NOT NULL)"
+    )
+    applied = await applied_migrations(conn)
+    if newer_than_us(applied):
+        raise StoreError(newer_message(str(path), applied))
+    for migration in pending(applied):
+        await conn.execute("BEGIN IMMEDIATE")
+        try:
+            # Another process may have applied it while we waited for the lock.
+            if migration.number not in await applied_migrations(conn):
+                for statement in migration.for_dialect("sqlite"):
+                    await conn.execute(statement)
+                await conn.execute(
+                    f"INSERT INTO {MIGRATIONS_TABLE} (number, name, applied_at) VALUES (?, ?, ?)",
+                    (migration.number, migration.name, now()),
+                )
+            await conn.execute("COMMIT")
+        except BaseException:
+            await conn.execute("ROLLBACK")
+            raise
+
+
+async def check_tables_are_ours(conn: aiosqlite.Connection, path: Path) -> None:
+    async with conn.execute("SELECT name FROM sqlite_master WHERE type = 'table'") as cursor:
+        tables = {row[0] for row in await cursor.fetchall()}
+    if tables and not tables & KNOWN_TABLES:
+        shown = ", ".join(sorted(tables)[:5])
+        raise StoreError(
+            f"{path} is a SQLite database of something else (tables: {shown}), not an "
+            "fsagent threads file; it was left untouched. Pass another --db"
+        )
+
+
+async def prepare(conn: aiosqlite.Connection, path: Path) -> None:
+    """Our side of the file: checked, in WAL mode, migrated."""
+    try:
+        await check_tables_are_ours(conn, path)
+        await conn.execute("PRAGMA journal_mode = WAL")
+        await conn.execute("PRAGMA synchronous = NORMAL")
+        await migrate(conn, path)
+    except sqlite3.OperationalError as error:
+        if "locked" in str(error) or "busy" in str(error):
+            raise StoreError(locked_message(path)) from error
+        raise StoreError(f"{path} cannot be used ({error}); it was left untouched") from error
+    except sqlite3.DatabaseError as error:
+        raise StoreError(
+            f"{path} is damaged or not an fsagent threads file ({error}); it was left "
+            "untouched. Pass another --db"
+        ) from error
+
+
+@asynccontextmanager
+async def open_saver(path: Path) -> AsyncIterator[AsyncSqliteSaver]:
+    conn = await connect(path)
+    try:
+        saver = AsyncSqliteSaver(conn)
+        try:
+            await conn.execute("PRAGMA synchronous = NORMAL")
+            await saver.setup()
+        except sqlite3.DatabaseError as error:
+            raise StoreError(
+                f"{path} is not a usable fsagent threads file ({error}); it was left "
+                "untouched. Pass another --db"
+            ) from error
+        yield saver
+    finally:
+        await conn.close()
+
+
+@asynccontextmanager
+async def open_sqlite_store(path: Path) -> AsyncIterator[SQLiteStore]:
+    """Open the thread file, creating it (and our tables) when new."""
+    check_file_is_ours(path)
+    conn = await connect(path, isolation_level=None)
+    try:
+        await prepare(conn, path)
+        async with open_saver(path) as saver:
+            yield SQLiteStore(path, conn, saver)
+    finally:
+        await conn.close()

@@ -1,0 +1,232 @@
+"""The commands that work on the thread store from any shell, as the person sees them:
+`fsagent threads [show|rm|reset]`, `approvals`, `approve`, `deny` and `audit`.
+
+Each takes the store and graph the command line opened for it, and prints. Only `approve`
+and `deny` run the agent; the others need neither LM Studio nor the MCP server.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import sys
+from datetime import datetime
+from typing import Any
+
+from langchain_core.messages import AIMessage, HumanMessage, ToolMessage
+from langgraph.graph.state import CompiledStateGraph
+
+from core.errors import StartupError, ThreadError
+from core.messages import content_text
+from core.session import ThreadSession
+from core.text import format_call, format_result
+from core.threads import (
+    IDLE,
+    INTERRUPTED,
+    WAITING,
+    ThreadView,
+    all_views,
+    cannot_resume_message,
+    close_run,
+    require_thread,
+)
+from store.base import AuditRow, Store
+from terminal.console import Terminal
+from terminal.steps import StepPrinter, TurnInterrupter, show_run
+
+AUDIT_FIELDS = ("time", "thread", "call_id", "tool", "args", "decision", "reason", "by")
+
+
+def local_time(stamp: str) -> str:
+    try:
+        return datetime.fromisoformat(stamp).astimezone().strftime("%Y-%m-%d %H:%M")
+    except ValueError:
+        return stamp or "-"
+
+
+def status_text(view: ThreadView) -> str:
+    if view.problem:
+        return f"{view.status} (cannot resume: run fsagent threads reset {view.name})"
+    if view.status == INTERRUPTED:
+        return f"{INTERRUPTED} (at {', '.join(view.steps)}; opening it finishes the run)"
+    return view.status
+
+
+def call_lines(view: ThreadView, indent: str = "    ") -> list[str]:
+    return [
+        f"{indent}{call.get('id')}: {format_call(call.get('name'), call.get('args'), 60)}"
+        for call in view.waiting
+    ]
+
+
+# --- threads ----------------------------------------------------------------------------------
+
+
+async def list_threads(store: Store, app: CompiledStateGraph) -> int:
+    views = await all_views(store, app)
+    if not views:
+        print(f"No threads in {store.location}.")
+        return 0
+    width = max(len("NAME"), *(len(v.name) for v in views))
+    print(f"{'NAME':<{width}}  {'MESSAGES':>8}  {'LAST ACTIVITY':<16}  STATUS")
+    for view in views:
+        print(
+            f"{view.name:<{width}}  {len(view.messages):>8}  "
+            f"{local_time(view.last_activity):<16}  {status_text(view)}"
+        )
+        for line in call_lines(view):
+            print(line)
+    return 0
+
+
+async def show_thread(app: CompiledStateGraph, name: str) -> int:
+    view = await require_thread(app, name)
+    print(f"Thread '{name}': {len(view.messages)} messages, {status_text(view)}")
+    for message in view.messages:
+        if isinstance(message, HumanMessage):
+            print(f"you> {content_text(message.content)}")
+        elif isinstance(message, AIMessage):
+            if message.content:
+                print(f"agent> {content_text(message.content)}")
+            for call in message.tool_calls:
+                print(f"→ {format_call(call['name'], call['args'])}")
+        elif isinstance(message, ToolMessage):
+            mark = "✗ " if message.status == "error" else ""
+            print(f"← {mark}{format_result(content_text(message.content))}")
+    if view.waiting:
+        print("Waiting for approval of:")
+        for line in call_lines(view, "  "):
+            print(line)
+    return 0
+
+
+async def remove_thread(store: Store, app: CompiledStateGraph, name: str, ask: bool) -> int:
+    """Delete a thread; on a terminal, asks first unless `ask` is False (-y)."""
+    view = await require_thread(app, name)
+    if ask and sys.stdin.isatty():
+        question = f"Delete thread '{name}' ({len(view.messages)} messages)? [y/N] "
+        answer = await asyncio.to_thread(input, question)
+        if answer.strip().lower() not in ("y", "yes"):
+            print("Kept.")
+            return 1
+    await store.forget(name)
+    print(f"Deleted thread '{name}'.")
+    return 0
+
+
+async def reset_thread(store: Store, app: CompiledStateGraph, name: str) -> int:
+    view = await require_thread(app, name)
+    if view.status == IDLE and not view.problem:
+        print(f"Thread '{name}' is idle; nothing to reset.")
+        return 0
+    why = "the person cancelled it with `fsagent threads reset`"
+    answers = await close_run(app, store, name, why)
+    print(f"Thread '{name}' reset: it takes new prompts.")
+    for line in call_lines(view, "  cancelled "):
+        print(line)
+    if answers and not view.waiting:
+        print(f"  {len(answers)} unanswered call(s) of the cut-off run were closed.")
+    return 0
+
+
+# --- approvals --------------------------------------------------------------------------------
+
+
+async def list_approvals(store: Store, app: CompiledStateGraph) -> int:
+    views = [view for view in await all_views(store, app) if view.waiting]
+    if not views:
+        print("No pending approvals.")
+        return 0
+    for view in views:
+        note = f" (cannot resume: run fsagent threads reset {view.name})" if view.problem else ""
+        print(f"{view.name}{note}")
+        for line in call_lines(view, "  "):
+            print(line)
+    print("Decide with: fsagent approve NAME [--call ID] or fsagent deny NAME [--reason TEXT]")
+    return 0
+
+
+async def waiting_calls(app: CompiledStateGraph, name: str) -> list[dict[str, Any]]:
+    """The calls a thread waits on; an error if it waits on nothing this version can resume."""
+    view = await require_thread(app, name)
+    if view.problem:
+        raise StartupError(cannot_resume_message(view))
+    if view.status != WAITING:
+        raise ThreadError(f"thread '{name}' is not waiting for approval ({view.status})")
+    return view.waiting
+
+
+def batch_decisions(
+    calls: list[dict[str, Any]], chosen: list[str] | None, approve: bool, reason: str
+) -> dict[str, Any]:
+    """One resume value for the whole batch (it is one interrupt). Only calls approved by
+    name run; every other call is rejected, so nothing is left pending."""
+    ids = [call["id"] for call in calls]
+    unknown = [c for c in chosen or [] if c not in ids]
+    if unknown:
+        raise ThreadError(
+            f"no pending call {', '.join(unknown)}; the pending calls are {', '.join(ids)}"
+        )
+    named = set(chosen or ids)
+    decisions: dict[str, Any] = {}
+    for call_id in ids:
+        if approve and call_id in named:
+            decisions[call_id] = {"type": "approve"}
+        elif approve:
+            decisions[call_id] = {
+                "type": "reject",
+                "message": "the person approved only other calls of this batch",
+            }
+        elif call_id in named:
+            decisions[call_id] = {"type": "reject", "message": reason or "the person said no"}
+        else:
+            decisions[call_id] = {"type": "reject", "message": "the person denied this batch"}
+    return {"decisions": decisions}
+
+
+async def decide(
+    session: ThreadSession, calls: list[dict[str, Any]], decisions: dict[str, Any]
+) -> int:
+    """approve/deny: resume the waiting thread with `decisions`, printing the steps and the
+    model's answer as a session would."""
+    term = Terminal()
+    for call in calls:
+        verdict = decisions["decisions"][call["id"]]["type"]
+        term.say(f"{'✓ approved' if verdict == 'approve' else '✗ rejected'}: {call['id']}")
+    with TurnInterrupter(asyncio.get_running_loop()) as interrupter:
+        if not await show_run(session, session.resume(decisions), StepPrinter(term), interrupter):
+            return 1
+    if session.paused_on is not None:
+        term.say(f"Thread '{session.thread}' waits for approval again:")
+        for call in session.paused_on["calls"]:
+            term.say(f"  {call['id']}: {call['name']}")
+        return 3
+    return 0
+
+
+# --- audit ------------------------------------------------------------------------------------
+
+
+async def print_audit(store: Store, thread: str | None, as_json: bool) -> int:
+    rows = await store.audit_rows(thread)
+    if as_json:
+        print(json.dumps([audit_dict(row) for row in rows], ensure_ascii=False, indent=1))
+        return 0
+    if not rows:
+        where = f"thread '{thread}'" if thread else store.location
+        print(f"No decisions recorded in {where}.")
+    for row in rows:
+        print(format_audit_row(row))
+    return 0
+
+
+def audit_dict(row: AuditRow) -> dict[str, Any]:
+    return {name: getattr(row, name) for name in AUDIT_FIELDS}
+
+
+def format_audit_row(row: AuditRow) -> str:
+    args = json.dumps(row.args, ensure_ascii=False)
+    if len(args) > 120:
+        args = f"{args[:120]}… (+{len(args) - 120} chars; --json shows all)"
+    reason = f"  ({row.reason})" if row.reason else ""
+    return f"{row.time}  {row.thread}  {row.tool} {args}  {row.decision} by {row.by}{reason}"
