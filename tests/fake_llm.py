@@ -11,8 +11,54 @@ The agent under test runs as a subprocess and talks real HTTP, so this is a real
 It can also run as its own process (so a test can kill it to simulate LM Studio going down):
 
     python tests/fake_llm.py --script steps.json [--port 0] [--auto-route NAME] [--log FILE]
+        [--flavour lmstudio|llamacpp|openai] [--context N] [--slots N]
+        [--model NAME[:TYPE[:STATE[:CONTEXT]]] ...]
 
 which prints `ready http://127.0.0.1:PORT/v1` once listening and serves until killed.
+
+Everything below is opt-in; `FakeLLM(script)` behaves as it always has.
+
+Flavours (`flavour=`) copy what each real server says besides chat completions:
+
+- "openai" (default): a plain OpenAI-compatible server, `/v1/models` and nothing else.
+- "lmstudio": LM Studio. `/v1/models` lists every downloaded model, embedding ones too;
+  the native lists `/api/v0/models` (+ `/{id}`) and the 0.4 `/api/v1/models` say each model's
+  type, whether it is loaded and with what context. Unknown paths answer 200 with
+  `{"error": "Unexpected endpoint or method. (GET /path)"}`, as LM Studio does. A chat
+  request naming a downloaded model that is not loaded loads it (LM Studio's JIT loading).
+- "llamacpp": llama-server. One model; `/props` (`default_generation_settings.n_ctx`),
+  `/v1/models` with `meta.n_ctx_train`, `/health`; a `timings` object on every answer.
+
+The catalogue (`models=`) takes plain ids or `FakeModel(id, type=, state=, context=)`.
+
+Tokens. The stand-in renders each request the way a llama.cpp chat template would (the tools
+block first, then every message, then the assistant's turn opening; see `render_prompt`) and
+cuts that text into tokens with one regular expression (`tokenize`): a word piece of at most
+four letters or digits with the space before it, one punctuation mark with the space before
+it, or a run of whitespace. That is deterministic, stable under extension (text appended to a
+prompt changes at most its last token, as with a real BPE tokenizer) and close to real token
+counts: about 4 characters a token for prose, fewer for JSON. `llm.prompt_tokens(request)`
+gives the count; `usage` in answers comes from the same tokenizer.
+
+- `context=N` (or per model): a prompt of N tokens or more is refused in the server's own
+  words: llama.cpp's 400 `exceed_context_size_error`, LM Studio's `n_keep >= n_ctx` (a 400
+  body, or when streaming a 200 stream whose one event is `event: error`), OpenAI's 400
+  `context_length_exceeded`. A refused request consumes no script step. A reply that would
+  run past the context is cut there, as a real server stops generating.
+- `max_tokens` / `max_completion_tokens` in the request cut a reply at that many tokens with
+  `finish_reason: "length"`; `reply(loop="I will read the file. ")` repeats that sentence
+  until the cut (or 4096 tokens), like a small model stuck in a loop.
+- `reply(reasoning="...")` streams `reasoning_content` deltas before the content, as
+  llama.cpp and LM Studio do with reasoning models (`reasoning_key=` picks another field
+  name, e.g. "reasoning"). A model that thinks inside its content instead is just scripted
+  content: `text("<think>hmm</think>Hello")`.
+- Prompt cache: each slot (`slots=`, default 1) keeps the tokens of its last request and
+  reply; the shared prefix with the next request counts as cached. Reported as llama.cpp
+  does (`timings.cache_n`, `timings.prompt_n`, `usage.prompt_tokens_details.cached_tokens`)
+  and kept for tests in `llm.cache_stats`.
+- Usage in a stream comes as a last chunk with empty `choices`, only when the request asks
+  with `stream_options.include_usage` (OpenAI, LM Studio and current llama.cpp alike);
+  llama.cpp also puts `timings` on its last chunk.
 """
 
 from __future__ import annotations
@@ -21,25 +67,38 @@ import argparse
 import contextlib
 import itertools
 import json
+import re
 import socket
 import sys
 import threading
 import time
 from collections.abc import Callable, Iterator, Sequence
+from dataclasses import dataclass
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
-from typing import Any, Self
+from typing import Any, NamedTuple, Self
 
 Reply = dict[str, Any]
 Step = Reply | Callable[[dict[str, Any]], Reply]
 Script = Sequence[Step] | Callable[[dict[str, Any]], Reply]
 
+FLAVOURS = ("openai", "lmstudio", "llamacpp")
+
+# A GET route's answer (status, JSON body), or None for a path the server does not serve.
+_Got = tuple[int, dict[str, Any]] | None
+
 # Real servers stream text and tool arguments in many small deltas; a few pieces are enough to
 # exercise the client's reassembly without making every test slow.
 _PIECES = 3
 
+# A looping reply with no max_tokens and no context to stop it still has to end somewhere.
+_LOOP_CAP = 4096
+
 _call_ids = itertools.count(1)
 _completion_ids = itertools.count(1)
+
+
+# -- the script ----------------------------------------------------------------------------
 
 
 def tool_call(name: str, args: dict[str, Any] | str, id: str | None = None) -> dict[str, Any]:
@@ -56,12 +115,16 @@ def reply(
     drop_after: int | None = None,
     status: int | None = None,
     error: str | None = None,
+    reasoning: str = "",
+    loop: str = "",
 ) -> Reply:
     """One scripted answer. The dict is JSON-able, which is also the --script file format.
 
     delay: seconds slept between stream chunks (or before a non-streamed body).
     drop_after: send this many stream chunks, then close the connection without [DONE].
     status/error: answer with this HTTP status and an OpenAI-style error body instead.
+    reasoning: sent as reasoning_content before the content.
+    loop: appended to the content over and over until max_tokens (or the context) cuts it.
     """
     return {
         "content": content,
@@ -70,6 +133,8 @@ def reply(
         "drop_after": drop_after,
         "status": status,
         "error": error,
+        "reasoning": reasoning,
+        "loop": loop,
     }
 
 
@@ -93,7 +158,186 @@ def _normalise(step: Reply) -> Reply:
         "drop_after": step.get("drop_after"),
         "status": status,
         "error": step.get("error"),
+        "reasoning": step.get("reasoning") or "",
+        "loop": step.get("loop") or "",
     }
+
+
+# -- the catalogue -------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class FakeModel:
+    """One downloaded model, in LM Studio's words.
+
+    type: "llm", "vlm" or "embeddings". state: "loaded" or "not-loaded".
+    context: the context it is (or will be) loaded with; None takes the server's `context`.
+    max_context: what the model was trained for (LM Studio's max_context_length,
+    llama.cpp's n_ctx_train).
+    """
+
+    id: str
+    type: str = "llm"
+    state: str = "loaded"
+    context: int | None = None
+    max_context: int = 32768
+    publisher: str = "fake"
+    arch: str = "llama"
+    quantization: str = "Q4_K_M"
+
+    @property
+    def is_chat(self) -> bool:
+        return self.type in ("llm", "vlm")
+
+
+def parse_model(spec: str) -> FakeModel:
+    """`NAME[:TYPE[:STATE[:CONTEXT]]]`, the --model flag's format."""
+    name, *rest = spec.split(":")
+    fields: dict[str, Any] = {}
+    if len(rest) > 0 and rest[0]:
+        fields["type"] = rest[0]
+    if len(rest) > 1 and rest[1]:
+        fields["state"] = rest[1]
+    if len(rest) > 2 and rest[2]:
+        fields["context"] = int(rest[2])
+    return FakeModel(name, **fields)
+
+
+# -- tokens --------------------------------------------------------------------------------
+
+# A word piece of at most 4 letters/digits, or one other character, either with the one space
+# before it; or a run of whitespace. Every character matches, so the tokens join back into
+# the text exactly, which is what lets a reply be cut at a token.
+_TOKEN = re.compile(r" ?\w{1,4}| ?[^\w\s]|\s+")
+
+
+def tokenize(text: str) -> list[str]:
+    return _TOKEN.findall(text)
+
+
+def _text_of(content: Any) -> str:
+    """Message content as text: a string, or OpenAI's list of parts."""
+    if content is None:
+        return ""
+    if isinstance(content, str):
+        return content
+    if isinstance(content, list):
+        return "".join(
+            str(part.get("text", "")) if isinstance(part, dict) else str(part) for part in content
+        )
+    return str(content)
+
+
+def _call_text(name: str, arguments: str) -> str:
+    return "<tool_call>" + json.dumps({"name": name, "arguments": arguments}) + "</tool_call>"
+
+
+def _render_message(message: dict[str, Any]) -> str:
+    role = str(message.get("role") or "user")
+    body = _text_of(message.get("content"))
+    for call in message.get("tool_calls") or ():
+        function = call.get("function") or {}
+        body += _call_text(str(function.get("name", "")), str(function.get("arguments", "")))
+    return f"<|{role}|>\n{body}<|end|>\n"
+
+
+def render_prompt(request: dict[str, Any]) -> str:
+    """The request as one prompt text, laid out like a llama.cpp chat template.
+
+    The tools block comes first, as in most templates, so a request with other tools (or
+    none, like the router's) shares no prefix with the one before it: that is what kills a
+    real server's prompt cache on a route switch.
+    """
+    parts = []
+    tools = request.get("tools")
+    if tools:
+        schemas = "\n".join(json.dumps(tool) for tool in tools)
+        parts.append(f"<|tools|>\n{schemas}<|end|>\n")
+    parts.extend(_render_message(message) for message in request.get("messages") or ())
+    parts.append("<|assistant|>\n")
+    return "".join(parts)
+
+
+def _generated_text(step: Reply) -> str:
+    """What the model produced, as the next request's template will render it back."""
+    thought = f"<think>{step['reasoning']}</think>" if step["reasoning"] else ""
+    calls = "".join(_call_text(c["name"], c["arguments"]) for c in step["tool_calls"])
+    return thought + step["content"] + calls + "<|end|>\n"
+
+
+def _common_prefix(a: Sequence[str], b: Sequence[str]) -> int:
+    n = 0
+    for x, y in zip(a, b, strict=False):
+        if x != y:
+            break
+        n += 1
+    return n
+
+
+class CacheStat(NamedTuple):
+    """One answered request: its prompt tokens, how many came from the cache, how many not."""
+
+    prompt_tokens: int
+    cached: int
+    processed: int
+
+
+@dataclass
+class _Generation:
+    """A step as the server delivers it: possibly cut short, with its accounting."""
+
+    step: Reply
+    finish: str
+    completion_tokens: int
+
+
+def _limit_of(request: dict[str, Any]) -> int | None:
+    # llama.cpp's order of precedence; -1 (LM Studio's documented default) means no limit.
+    for key in ("n_predict", "max_completion_tokens", "max_tokens"):
+        value = request.get(key)
+        if isinstance(value, int) and not isinstance(value, bool):
+            return value if value > 0 else None
+    return None
+
+
+def _generate(step: Reply, limit: int | None) -> _Generation:
+    """Cut the reply at `limit` tokens: reasoning first, then content, then tool calls."""
+    content = step["content"]
+    if step["loop"]:
+        limit = limit if limit is not None else _LOOP_CAP
+        more = step["loop"]
+        while len(tokenize(content)) <= limit:
+            content += more
+            more += more  # doubling: a few rounds reach any limit
+    budget = limit if limit is not None else sys.maxsize
+    used = 0
+    cut = False
+
+    def take(value: str) -> str:
+        nonlocal used, cut
+        tokens = tokenize(value)
+        room = budget - used
+        if len(tokens) > room:
+            cut = True
+            tokens = tokens[: max(0, room)]
+        used += len(tokens)
+        return "".join(tokens)
+
+    reasoning = take(step["reasoning"])
+    content = take(content) if not cut else ""
+    calls = []
+    for call in step["tool_calls"]:
+        if cut:
+            break
+        name_tokens = len(tokenize(call["name"]))
+        used += name_tokens
+        calls.append({**call, "arguments": take(call["arguments"])})
+    finish = "length" if cut else "tool_calls" if calls else "stop"
+    cut_step = {**step, "reasoning": reasoning, "content": content, "tool_calls": calls}
+    return _Generation(cut_step, finish, min(used, budget))
+
+
+# -- the wire format -----------------------------------------------------------------------
 
 
 def _split(value: str, pieces: int = _PIECES) -> list[str]:
@@ -107,21 +351,22 @@ def _error_body(message: str, kind: str = "server_error") -> dict[str, Any]:
     return {"error": {"message": message, "type": kind, "param": None, "code": None}}
 
 
-def _usage(request: dict[str, Any], step: Reply) -> dict[str, int]:
-    # Rough token counts (~4 characters a token); tests only need plausible numbers.
-    prompt = len(json.dumps(request.get("messages", []))) // 4
-    produced = step["content"] + "".join(call["arguments"] for call in step["tool_calls"])
-    completion = len(produced) // 4 + 1
-    return {
-        "prompt_tokens": prompt,
-        "completion_tokens": completion,
-        "total_tokens": prompt + completion,
-    }
+@dataclass
+class _Answer:
+    """Everything a successful answer says, whatever its wire format."""
+
+    generation: _Generation
+    model: str
+    usage: dict[str, Any]
+    timings: dict[str, Any] | None
+    reasoning_key: str
 
 
-def _completion(request: dict[str, Any], step: Reply, model: str) -> dict[str, Any]:
-    """A non-streamed chat.completion object."""
+def _message(answer: _Answer) -> dict[str, Any]:
+    step = answer.generation.step
     message: dict[str, Any] = {"role": "assistant", "content": step["content"]}
+    if step["reasoning"]:
+        message[answer.reasoning_key] = step["reasoning"]
     if step["tool_calls"]:
         # OpenAI sends null content alongside tool calls when the model said nothing.
         message["content"] = step["content"] or None
@@ -133,30 +378,39 @@ def _completion(request: dict[str, Any], step: Reply, model: str) -> dict[str, A
             }
             for c in step["tool_calls"]
         ]
-    return {
+    return message
+
+
+def _completion(answer: _Answer) -> dict[str, Any]:
+    """A non-streamed chat.completion object."""
+    body: dict[str, Any] = {
         "id": f"chatcmpl-fake-{next(_completion_ids)}",
         "object": "chat.completion",
         "created": int(time.time()),
-        "model": model,
+        "model": answer.model,
         "choices": [
             {
                 "index": 0,
-                "message": message,
+                "message": _message(answer),
                 "logprobs": None,
-                "finish_reason": "tool_calls" if step["tool_calls"] else "stop",
+                "finish_reason": answer.generation.finish,
             }
         ],
-        "usage": _usage(request, step),
+        "usage": answer.usage,
     }
+    if answer.timings is not None:
+        body["timings"] = answer.timings
+    return body
 
 
-def _chunks(request: dict[str, Any], step: Reply, model: str) -> Iterator[dict[str, Any]]:
+def _chunks(request: dict[str, Any], answer: _Answer) -> Iterator[dict[str, Any]]:
     """The chat.completion.chunk objects of a streamed answer, in OpenAI's order."""
+    step = answer.generation.step
     base = {
         "id": f"chatcmpl-fake-{next(_completion_ids)}",
         "object": "chat.completion.chunk",
         "created": int(time.time()),
-        "model": model,
+        "model": answer.model,
     }
 
     def chunk(delta: dict[str, Any], finish: str | None = None) -> dict[str, Any]:
@@ -164,6 +418,8 @@ def _chunks(request: dict[str, Any], step: Reply, model: str) -> Iterator[dict[s
         return {**base, "choices": [choice]}
 
     yield chunk({"role": "assistant", "content": ""})
+    for piece in _split(step["reasoning"]):
+        yield chunk({answer.reasoning_key: piece})
     for piece in _split(step["content"]):
         yield chunk({"content": piece})
     for index, call in enumerate(step["tool_calls"]):
@@ -177,9 +433,71 @@ def _chunks(request: dict[str, Any], step: Reply, model: str) -> Iterator[dict[s
         yield chunk({"tool_calls": [head]})
         for piece in _split(call["arguments"]):
             yield chunk({"tool_calls": [{"index": index, "function": {"arguments": piece}}]})
-    yield chunk({}, "tool_calls" if step["tool_calls"] else "stop")
+    last = chunk({}, answer.generation.finish)
     if (request.get("stream_options") or {}).get("include_usage"):
-        yield {**base, "choices": [], "usage": _usage(request, step)}
+        yield last
+        last = {**base, "choices": [], "usage": answer.usage}
+    if answer.timings is not None:
+        # llama.cpp hangs its timings on whichever chunk comes last.
+        last = {**last, "timings": answer.timings}
+    yield last
+
+
+def _overflow(flavour: str, prompt: int, context: int) -> tuple[int, dict[str, Any]]:
+    """The status and body a real server answers a prompt too long for its context with."""
+    if flavour == "llamacpp":
+        # tools/server: ERROR_TYPE_EXCEED_CONTEXT_SIZE, with both counts beside the message.
+        message = (
+            f"request ({prompt} tokens) exceeds the available context size "
+            f"({context} tokens), try increasing it"
+        )
+        error = {
+            "code": 400,
+            "message": message,
+            "type": "exceed_context_size_error",
+            "n_prompt_tokens": prompt,
+            "n_ctx": context,
+        }
+        return 400, {"error": error}
+    if flavour == "lmstudio":
+        message = (
+            "The number of tokens to keep from the initial prompt is greater than the "
+            f"context length (n_keep: {prompt} >= n_ctx: {context})"
+        )
+        # The shape of LM Studio's `event: error` frame, used for the 400 body as well.
+        return 400, {"error": {"message": message}, "message": message}
+    message = (
+        f"This model's maximum context length is {context} tokens. However, your messages "
+        f"resulted in {prompt} tokens. Please reduce the length of the messages."
+    )
+    error = {
+        "message": message,
+        "type": "invalid_request_error",
+        "param": "messages",
+        "code": "context_length_exceeded",
+    }
+    return 400, {"error": error}
+
+
+def _timings(cached: int, processed: int, predicted: int) -> dict[str, Any]:
+    # Made-up but steady speeds (2 ms a prompt token, 20 ms a predicted one): tests must
+    # never depend on the clock.
+    prompt_ms = processed * 2.0
+    predicted_ms = predicted * 20.0
+    return {
+        "cache_n": cached,
+        "prompt_n": processed,
+        "prompt_ms": prompt_ms,
+        "prompt_per_token_ms": 2.0,
+        "prompt_per_second": 500.0,
+        "predicted_n": predicted,
+        "predicted_ms": predicted_ms,
+        "predicted_per_token_ms": 20.0,
+        "predicted_per_second": 50.0,
+    }
+
+
+# -- the server ----------------------------------------------------------------------------
 
 
 class _Server(ThreadingHTTPServer):
@@ -218,45 +536,72 @@ class _Handler(BaseHTTPRequestHandler):
         pass  # keep pytest output clean; `llm.requests` is the log that matters
 
     def do_GET(self) -> None:
-        if self.path.rstrip("/") == "/v1/models":
-            data = [
-                {"id": m, "object": "model", "owned_by": "fake"} for m in self.server.fake.models
-            ]
-            self._send_json(200, {"object": "list", "data": data})
+        path = self.path.split("?", 1)[0].rstrip("/")
+        found = self.server.fake._get(path)
+        if found is not None:
+            self._send_json(*found)
         else:
-            self._send_json(
-                404, _error_body(f"fake_llm: no route GET {self.path}", "invalid_request_error")
-            )
+            self._no_route("GET")
 
     def do_POST(self) -> None:
         raw = self.rfile.read(int(self.headers.get("Content-Length") or 0))
         if self.path.rstrip("/") != "/v1/chat/completions":
-            self._send_json(
-                404, _error_body(f"fake_llm: no route POST {self.path}", "invalid_request_error")
-            )
+            self._no_route("POST")
             return
         try:
             request = json.loads(raw)
         except ValueError:
             self._send_json(400, _error_body("fake_llm: body is not JSON", "invalid_request_error"))
             return
-        step = self.server.fake._next_step(request)
-        model = str(request.get("model") or self.server.fake.models[0])
+        fake = self.server.fake
+        prompt = render_prompt(request)
+        tokens = tokenize(prompt)
+        refusal = fake._admit(request, len(tokens))
         try:
-            self._answer(request, step, model)
+            if refusal is not None:
+                self._refuse(request, *refusal)
+                return
+            step = fake._next_step(request)
+            model = str(request.get("model") or fake.models[0])
+            self._answer(request, step, model, prompt, tokens)
         except (BrokenPipeError, ConnectionResetError):
             self.close_connection = True  # the client hung up (e.g. Ctrl-C); nothing to do
 
-    def _answer(self, request: dict[str, Any], step: Reply, model: str) -> None:
+    def _no_route(self, method: str) -> None:
+        if self.server.fake.flavour == "lmstudio":
+            # LM Studio answers every path it does not serve with 200 and this body.
+            body = {"error": f"Unexpected endpoint or method. ({method} {self.path})"}
+            self._send_json(200, body)
+        elif self.server.fake.flavour == "llamacpp":
+            error = {"code": 404, "message": "File Not Found", "type": "not_found_error"}
+            self._send_json(404, {"error": error})
+        else:
+            message = f"fake_llm: no route {method} {self.path}"
+            self._send_json(404, _error_body(message, "invalid_request_error"))
+
+    def _refuse(self, request: dict[str, Any], status: int, body: dict[str, Any]) -> None:
+        if self.server.fake.flavour == "lmstudio" and request.get("stream"):
+            # LM Studio opens the stream first and reports the refusal inside it.
+            self._send_head(200, "text/event-stream", None)
+            self._write_chunk(f"event: error\ndata: {json.dumps(body)}\n\n".encode())
+            self._write_chunk(b"")
+        else:
+            self._send_json(status, body)
+
+    def _answer(
+        self, request: dict[str, Any], step: Reply, model: str, prompt: str, tokens: list[str]
+    ) -> None:
         if step["status"] is not None:
             message = step["error"] or f"fake_llm: scripted HTTP {step['status']}"
             time.sleep(step["delay"])
             self._send_json(step["status"], _error_body(message))
-        elif request.get("stream"):
-            self._stream(request, step, model)
+            return
+        answer = self.server.fake._deliver(request, step, model, prompt, tokens)
+        if request.get("stream"):
+            self._stream(request, answer)
         else:
             time.sleep(step["delay"])
-            body = json.dumps(_completion(request, step, model)).encode()
+            body = json.dumps(_completion(answer)).encode()
             if step["drop_after"] is None:
                 self._send_json(200, body)
             else:
@@ -265,9 +610,10 @@ class _Handler(BaseHTTPRequestHandler):
                 self.wfile.write(body[: len(body) // 2])
                 self._drop()
 
-    def _stream(self, request: dict[str, Any], step: Reply, model: str) -> None:
+    def _stream(self, request: dict[str, Any], answer: _Answer) -> None:
+        step = answer.generation.step
         self._send_head(200, "text/event-stream", None)
-        for sent, chunk in enumerate(_chunks(request, step, model)):
+        for sent, chunk in enumerate(_chunks(request, answer)):
             if sent == step["drop_after"]:
                 self._drop()
                 return
@@ -313,25 +659,42 @@ class FakeLLM:
     `script` is a list of steps (reply dicts or `(request) -> reply` callables) consumed one per
     chat request, or a single callable answering every request. With `auto_route` set, requests
     without `tools` (the agent's router) get that text without consuming a step.
+
+    `models` are ids or `FakeModel`s; `flavour`, `context`, `slots` and `reasoning_key` are
+    described in the module docstring.
     """
 
     def __init__(
         self,
         script: Script,
-        models: Sequence[str] = ("fake-model",),
+        models: Sequence[str | FakeModel] = ("fake-model",),
         auto_route: str | None = None,
         *,
         port: int = 0,
         log_path: str | Path | None = None,
+        flavour: str = "openai",
+        context: int | None = None,
+        slots: int = 1,
+        reasoning_key: str = "reasoning_content",
     ) -> None:
+        if flavour not in FLAVOURS:
+            raise ValueError(f"flavour must be one of {', '.join(FLAVOURS)}, not {flavour!r}")
         self._script = script if callable(script) else list(script)
-        self.models = list(models) or ["fake-model"]
+        catalogue = [m if isinstance(m, FakeModel) else FakeModel(m) for m in models]
+        self.catalogue = catalogue or [FakeModel("fake-model")]
+        self.models = [m.id for m in self.catalogue]
         self.auto_route = auto_route
+        self.flavour = flavour
+        self.context = context
+        self.reasoning_key = reasoning_key
         self.exhausted = 0
         self._port = port
         self._log_path = Path(log_path) if log_path else None
         self._index = 0
         self._requests: list[dict[str, Any]] = []
+        self._loaded = {m.id: m.state == "loaded" for m in self.catalogue}
+        self._slots: list[list[str]] = [[] for _ in range(max(1, slots))]
+        self._cache_stats: list[CacheStat] = []
         self._lock = threading.Lock()
         self._server: _Server | None = None
         self._thread: threading.Thread | None = None
@@ -397,15 +760,223 @@ class FakeLLM:
         with self._lock:
             return 0 if callable(self._script) else len(self._script) - self._index
 
+    @property
+    def cache_stats(self) -> list[CacheStat]:
+        """One entry per answered request (refused and scripted-error ones have none)."""
+        with self._lock:
+            return list(self._cache_stats)
+
+    def prompt_tokens(self, request: dict[str, Any]) -> int:
+        """How many tokens this server counts in a request's prompt."""
+        return len(tokenize(render_prompt(request)))
+
+    def context_of(self, model_id: str | None = None) -> int | None:
+        """The context a request for this model runs in; None when unlimited."""
+        with self._lock:
+            return self._context(self._serving(model_id))
+
+    def is_loaded(self, model_id: str) -> bool:
+        with self._lock:
+            return self._loaded.get(model_id, False)
+
+    # -- models and contexts ---------------------------------------------------------------
+
+    def _serving(self, model_id: str | None) -> FakeModel:
+        """The model a request runs on: the one it names, else the first loaded chat model."""
+        for model in self.catalogue:
+            if model.id == model_id:
+                return model
+        for model in self.catalogue:
+            if model.is_chat and self._loaded[model.id]:
+                return model
+        return self.catalogue[0]
+
+    def _context(self, model: FakeModel) -> int | None:
+        if model.context or self.context:
+            return model.context or self.context
+        # LM Studio and llama.cpp always run in some context; unless told, the trained one.
+        return None if self.flavour == "openai" else model.max_context
+
+    def _admit(self, request: dict[str, Any], prompt: int) -> tuple[int, dict[str, Any]] | None:
+        """Log the request; the refusal (status, body) when its prompt does not fit."""
+        with self._lock:
+            self._requests.append(request)
+            if self._log_path is not None:
+                with self._log_path.open("a", encoding="utf-8") as log:
+                    log.write(json.dumps(request) + "\n")
+            model = self._serving(request.get("model"))
+            if self.flavour == "lmstudio" and model.is_chat:
+                self._loaded[model.id] = True  # LM Studio loads a model on first request
+            context = self._context(model)
+        # llama.cpp refuses at `n_tokens >= n_ctx`: the reply needs at least one free cell.
+        if context is not None and prompt >= context:
+            return _overflow(self.flavour, prompt, context)
+        return None
+
+    def _deliver(
+        self, request: dict[str, Any], step: Reply, model: str, text: str, tokens: list[str]
+    ) -> _Answer:
+        """Cut the step to what the server would produce, and account for the cache."""
+        with self._lock:
+            context = self._context(self._serving(request.get("model")))
+        limits = [n for n in (_limit_of(request),) if n is not None]
+        if context is not None:
+            limits.append(context - len(tokens))  # generation stops at the end of the context
+        generation = _generate(step, min(limits) if limits else None)
+        prompt = len(tokens)
+        with self._lock:
+            slot = self._slot_for(request, tokens)
+            cached = _common_prefix(self._slots[slot], tokens)
+            # A real server always evaluates at least the last prompt token itself.
+            cached = min(cached, max(0, prompt - 1))
+            # The slot now holds the prompt and the reply, as a real KV cache does.
+            self._slots[slot] = tokenize(text + _generated_text(generation.step))
+            self._cache_stats.append(CacheStat(prompt, cached, prompt - cached))
+        completion = generation.completion_tokens
+        usage: dict[str, Any] = {
+            "prompt_tokens": prompt,
+            "completion_tokens": completion,
+            "total_tokens": prompt + completion,
+        }
+        timings = None
+        if self.flavour == "llamacpp":
+            usage["prompt_tokens_details"] = {"cached_tokens": cached}
+            timings = _timings(cached, prompt - cached, completion)
+        return _Answer(generation, model, usage, timings, self.reasoning_key)
+
+    def _slot_for(self, request: dict[str, Any], tokens: list[str]) -> int:
+        wanted = request.get("id_slot")
+        if isinstance(wanted, int) and 0 <= wanted < len(self._slots):
+            return wanted
+        # llama.cpp picks the slot whose cached prompt shares the most with this one.
+        shares = [_common_prefix(slot, tokens) for slot in self._slots]
+        return shares.index(max(shares))
+
+    # -- what GET answers ------------------------------------------------------------------
+
+    def _get(self, path: str) -> _Got:
+        with self._lock:
+            loaded = dict(self._loaded)
+        if self.flavour == "lmstudio":
+            return self._lmstudio_get(path, loaded)
+        if self.flavour == "llamacpp":
+            return self._llamacpp_get(path)
+        if path == "/v1/models":
+            data = [{"id": m, "object": "model", "owned_by": "fake"} for m in self.models]
+            return 200, {"object": "list", "data": data}
+        return None
+
+    def _lmstudio_get(self, path: str, loaded: dict[str, bool]) -> _Got:
+        if path == "/v1/models":
+            # Every downloaded model, embedding ones too (LM Studio with JIT loading on).
+            data = [
+                {"id": m.id, "object": "model", "owned_by": "organization_owner"}
+                for m in self.catalogue
+            ]
+            return 200, {"object": "list", "data": data}
+        if path == "/api/v0/models":
+            data = [self._v0_entry(m, loaded[m.id]) for m in self.catalogue]
+            return 200, {"object": "list", "data": data}
+        if path.startswith("/api/v0/models/"):
+            wanted = path.removeprefix("/api/v0/models/")
+            for model in self.catalogue:
+                if model.id == wanted:
+                    return 200, self._v0_entry(model, loaded[model.id])
+            return 404, {"error": f"Model '{wanted}' not found"}
+        if path == "/api/v1/models":
+            return 200, {"models": [self._v1_entry(m, loaded[m.id]) for m in self.catalogue]}
+        return None
+
+    def _v0_entry(self, model: FakeModel, loaded: bool) -> dict[str, Any]:
+        entry: dict[str, Any] = {
+            "id": model.id,
+            "object": "model",
+            "type": model.type,
+            "publisher": model.publisher,
+            "arch": model.arch,
+            "compatibility_type": "gguf",
+            "quantization": model.quantization,
+            "state": "loaded" if loaded else "not-loaded",
+            "max_context_length": model.max_context,
+        }
+        if loaded:
+            entry["loaded_context_length"] = self._context(model)
+        return entry
+
+    def _v1_entry(self, model: FakeModel, loaded: bool) -> dict[str, Any]:
+        # The 0.4 list says "llm" or "embedding", and vision under capabilities.
+        instances = []
+        if loaded:
+            instances.append({"id": model.id, "config": {"context_length": self._context(model)}})
+        entry: dict[str, Any] = {
+            "type": "llm" if model.is_chat else "embedding",
+            "publisher": model.publisher,
+            "key": model.id,
+            "display_name": model.id,
+            "quantization": {"name": model.quantization, "bits_per_weight": 4},
+            "size_bytes": 1_000_000_000,
+            "params_string": None,
+            "loaded_instances": instances,
+            "max_context_length": model.max_context,
+            "format": "gguf",
+        }
+        if model.is_chat:
+            entry["architecture"] = model.arch
+            entry["capabilities"] = {
+                "vision": model.type == "vlm",
+                "trained_for_tool_use": True,
+            }
+            entry["description"] = None
+        return entry
+
+    def _llamacpp_get(self, path: str) -> _Got:
+        # llama-server serves one model: the first loaded chat model of the catalogue.
+        model = self._serving(None)
+        context = self._context(model)
+        if path in ("/v1/models", "/models"):
+            meta = {
+                "vocab_type": 2,
+                "n_vocab": 128256,
+                "n_ctx_train": model.max_context,
+                "n_embd": 4096,
+                "n_params": 8_030_261_312,
+                "size": 4_912_898_304,
+            }
+            entry = {
+                "id": model.id,
+                "object": "model",
+                "created": int(time.time()),
+                "owned_by": "llamacpp",
+                "meta": meta,
+            }
+            return 200, {"object": "list", "data": [entry]}
+        if path == "/props":
+            settings = {
+                "id": 0,
+                "id_task": -1,
+                "n_ctx": context,
+                "speculative": False,
+                "is_processing": False,
+                "params": {"n_predict": -1, "max_tokens": -1, "n_keep": 0, "stream": True},
+                "prompt": "",
+            }
+            return 200, {
+                "default_generation_settings": settings,
+                "total_slots": len(self._slots),
+                "model_path": f"models/{model.id}.gguf",
+                "chat_template": "fake",
+                "modalities": {"vision": model.type == "vlm"},
+                "build_info": "b0000-fake",
+            }
+        if path == "/health":
+            return 200, {"status": "ok"}
+        return None
+
     # -- the script ------------------------------------------------------------------------
 
     def _next_step(self, request: dict[str, Any]) -> Reply:
         with self._lock:
-            self._requests.append(request)
             number = len(self._requests)
-            if self._log_path is not None:
-                with self._log_path.open("a", encoding="utf-8") as log:
-                    log.write(json.dumps(request) + "\n")
             if self.auto_route is not None and not request.get("tools"):
                 return _normalise(text(self.auto_route))
             if callable(self._script):
@@ -428,16 +999,28 @@ def main(argv: Sequence[str] | None = None) -> None:
     parser.add_argument("--port", type=int, default=0)
     parser.add_argument("--auto-route", default=None)
     parser.add_argument("--log", default=None, help="append each request body as a JSON line")
-    parser.add_argument("--model", action="append", dest="models", default=None)
+    parser.add_argument(
+        "--model",
+        action="append",
+        dest="models",
+        default=None,
+        help="NAME[:TYPE[:STATE[:CONTEXT]]], e.g. nomic-embed:embeddings:loaded; repeatable",
+    )
+    parser.add_argument("--flavour", choices=FLAVOURS, default="openai")
+    parser.add_argument("--context", type=int, default=None, help="context length in tokens")
+    parser.add_argument("--slots", type=int, default=1, help="prompt-cache slots")
     args = parser.parse_args(argv)
 
     script = json.loads(Path(args.script).read_text(encoding="utf-8"))
     fake = FakeLLM(
         script,
-        models=args.models or ["fake-model"],
+        models=[parse_model(spec) for spec in args.models or ["fake-model"]],
         auto_route=args.auto_route,
         port=args.port,
         log_path=args.log,
+        flavour=args.flavour,
+        context=args.context,
+        slots=args.slots,
     )
     server = fake.bind()
     print(f"ready {fake.base_url}", flush=True)

@@ -1,0 +1,316 @@
+"""Which model to talk to, and how many tokens of context it has, as the server tells it.
+
+`discover()` asks the server behind an OpenAI-style base URL (`http://host:1234/v1`), trying
+in turn what each kind of server answers:
+
+1. LM Studio's native list, `/api/v0/models` (LM Studio 0.3.6 and later), then its 0.4 list
+   `/api/v1/models`: every downloaded model with its type, whether it is loaded, and the
+   context it was loaded with.
+2. llama.cpp's `/props`, whose `default_generation_settings.n_ctx` is the context of one slot,
+   which is what one request gets.
+3. The OpenAI list `/v1/models`, which names models and nothing more (llama.cpp adds `meta`).
+
+A server that does not have a path answers 404 (llama.cpp, most others) or, LM Studio's way,
+200 with `{"error": "Unexpected endpoint or method. ..."}`; so an answer counts only when its
+body has the shape that server gives, never for its status alone.
+
+Choosing the model:
+
+- No `--model`: the loaded chat model (type llm or vlm); the first listed if several are
+  loaded. Never an embedding model, never one that is only downloaded. LM Studio with none
+  loaded is a `ModelChoiceError` naming what is downloaded and how to load it.
+- Other servers: the first id of the OpenAI list that is not an embedding model (ids with
+  "embed" in them, e.g. `text-embedding-nomic-embed-text-v1.5`).
+- `--model NAME` the server does not have: a `ModelChoiceError` listing the ones it has.
+- `--model NAME` that LM Studio has downloaded but not loaded: accepted. LM Studio loads a
+  model on its first request (just-in-time loading, on by default) with that model's default
+  load settings, which no API reports; its stock default context is 4096 tokens. So the
+  context is taken as min(4096, the model's max_context_length), said as such in
+  `context_source`, unless `--context-length` gives one (the server said nothing certain).
+
+The context length:
+
+- What the server reports for the model as loaded is the truth: LM Studio's
+  loaded_context_length (or loaded_instances[].config.context_length), llama.cpp's n_ctx.
+  A trained maximum (max_context_length, n_ctx_train) is not: servers load far less.
+- `--context-length N` (or FSAGENT_CONTEXT_LENGTH) fills in when the server says nothing.
+  When both speak, the smaller wins: a larger N than the server's would overflow it, and a
+  smaller one is a person deliberately keeping requests short.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+import httpx
+
+# A local server answers at once or not at all; a probe for a path it lacks must not stall
+# start-up. Connecting gets less time than reading: a refused port fails at once anyway.
+_TIMEOUT = httpx.Timeout(5.0, connect=2.0)
+
+# LM Studio's stock context for a model loaded without saved settings.
+LMSTUDIO_DEFAULT_CONTEXT = 4096
+
+CHAT_TYPES = ("llm", "vlm")
+
+
+@dataclass(frozen=True)
+class ModelChoice:
+    """The model to send requests to and the context it runs in.
+
+    context_source says where context_length came from, in words fit for a status line:
+    "LM Studio (loaded)", "llama.cpp /props", "--context-length", "unknown", ...
+    server is "lmstudio", "llamacpp" or "openai" (any other OpenAI-compatible server).
+    """
+
+    name: str
+    context_length: int | None
+    context_source: str
+    server: str
+
+
+class ModelChoiceError(Exception):
+    """The server is there but offers no model we can use; the message is one line."""
+
+
+class ServerUnreachable(Exception):
+    """Nothing answers at the base URL as an OpenAI-compatible server would."""
+
+    def __init__(self, base_url: str) -> None:
+        super().__init__(f"no OpenAI-compatible server answers at {base_url}")
+        self.base_url = base_url
+
+
+@dataclass(frozen=True)
+class _Listed:
+    """One model as a server lists it; context is the loaded one, when known."""
+
+    id: str
+    type: str = "llm"
+    loaded: bool = True
+    context: int | None = None
+    max_context: int | None = None
+
+    @property
+    def is_chat(self) -> bool:
+        return self.type in CHAT_TYPES
+
+
+async def discover(
+    base_url: str,
+    requested: str | None,
+    context_override: int | None,
+    client: httpx.AsyncClient | None = None,
+    *,
+    override_name: str = "--context-length",
+) -> ModelChoice:
+    """Ask the server which model to use and with how much context (see the module doc).
+
+    override_name is how context_override is named in context_source, e.g.
+    "FSAGENT_CONTEXT_LENGTH" when it came from the environment.
+    Raises ServerUnreachable, or ModelChoiceError with a one-line message.
+    """
+    base = base_url.rstrip("/")
+    root = base.removesuffix("/v1")
+    if client is None:
+        async with httpx.AsyncClient(timeout=_TIMEOUT) as own:
+            return await _discover(own, base, root, requested, context_override, override_name)
+    return await _discover(client, base, root, requested, context_override, override_name)
+
+
+async def _discover(
+    client: httpx.AsyncClient,
+    base: str,
+    root: str,
+    requested: str | None,
+    override: int | None,
+    override_name: str,
+) -> ModelChoice:
+    def settle(name: str, server: str, context: int | None, source: str) -> ModelChoice:
+        return _settle(name, server, context, source, override, override_name)
+
+    lmstudio = await _lmstudio_models(client, base, root)
+    if lmstudio is not None:
+        chosen = _choose_lmstudio(lmstudio, requested, base)
+        if chosen.loaded:
+            return settle(chosen.id, "lmstudio", chosen.context, "LM Studio (loaded)")
+        if override is not None:  # LM Studio said nothing certain: the flag decides
+            return ModelChoice(chosen.id, override, override_name, "lmstudio")
+        guess = min(LMSTUDIO_DEFAULT_CONTEXT, chosen.max_context or LMSTUDIO_DEFAULT_CONTEXT)
+        source = "LM Studio's default for a model it loads on first use"
+        return ModelChoice(chosen.id, guess, source, "lmstudio")
+    n_ctx = _llamacpp_n_ctx(await _get_json(client, base, f"{root}/props"))
+    chosen = _choose_listed(await _openai_models(client, base), requested, base)
+    if n_ctx is not None:
+        return settle(chosen.id, "llamacpp", n_ctx, "llama.cpp /props")
+    if chosen.context is not None:  # a llama.cpp whose /props did not answer as expected
+        return settle(chosen.id, "llamacpp", chosen.context, "llama.cpp /v1/models meta")
+    return settle(chosen.id, "openai", None, "unknown")
+
+
+def _settle(
+    name: str,
+    server: str,
+    context: int | None,
+    source: str,
+    override: int | None,
+    override_name: str,
+) -> ModelChoice:
+    """Weigh what the server reports against --context-length: the smaller is the safe one."""
+    if context is None:
+        if override is not None:
+            return ModelChoice(name, override, override_name, server)
+        return ModelChoice(name, None, "unknown", server)
+    if override is not None and override < context:
+        return ModelChoice(name, override, f"{override_name} ({source}: {context})", server)
+    if override is not None and override > context:
+        source = f"{source}; {override_name} {override} is more than it has"
+    return ModelChoice(name, context, source, server)
+
+
+# -- asking ------------------------------------------------------------------------------
+
+
+async def _get_json(client: httpx.AsyncClient, base: str, url: str) -> Any:
+    """The JSON a GET answers with status 200, or None; a dead server raises."""
+    try:
+        response = await client.get(url)
+    except httpx.TransportError as error:
+        raise ServerUnreachable(base) from error
+    if response.status_code != 200:
+        return None
+    try:
+        return response.json()
+    except ValueError:
+        return None
+
+
+def _int(value: Any) -> int | None:
+    if isinstance(value, bool) or not isinstance(value, int | float):
+        return None
+    return int(value) if value > 0 else None
+
+
+def _records(value: Any) -> list[dict[str, Any]] | None:
+    if not isinstance(value, list):
+        return None
+    return [item for item in value if isinstance(item, dict)]
+
+
+async def _lmstudio_models(client: httpx.AsyncClient, base: str, root: str) -> list[_Listed] | None:
+    """LM Studio's downloaded models, or None when the server is not LM Studio."""
+    body = await _get_json(client, base, f"{root}/api/v0/models")
+    data = _records(body.get("data")) if isinstance(body, dict) else None
+    # A v0 entry always says its type and state; an OpenAI list at this path would not.
+    if data is not None and all("state" in m and "type" in m for m in data):
+        return [
+            _Listed(
+                id=str(m.get("id")),
+                type=str(m.get("type")),
+                loaded=m.get("state") == "loaded",
+                context=_int(m.get("loaded_context_length")),
+                max_context=_int(m.get("max_context_length")),
+            )
+            for m in data
+        ]
+    body = await _get_json(client, base, f"{root}/api/v1/models")
+    models = _records(body.get("models")) if isinstance(body, dict) else None
+    if models is not None and all("key" in m and "loaded_instances" in m for m in models):
+        return [_v1_listed(m) for m in models]
+    return None
+
+
+def _v1_listed(entry: dict[str, Any]) -> _Listed:
+    instances = _records(entry.get("loaded_instances")) or []
+    contexts = [_int((i.get("config") or {}).get("context_length")) for i in instances]
+    known = [c for c in contexts if c is not None]
+    # The 0.4 list says "embedding" where v0 says "embeddings"; vision sits in capabilities.
+    kind = str(entry.get("type"))
+    if kind == "llm" and (entry.get("capabilities") or {}).get("vision"):
+        kind = "vlm"
+    return _Listed(
+        id=str(entry.get("key")),
+        type=kind,
+        loaded=bool(instances),
+        # Several instances may run with different contexts: the smallest is the safe one.
+        context=min(known) if known else None,
+        max_context=_int(entry.get("max_context_length")),
+    )
+
+
+def _llamacpp_n_ctx(props: Any) -> int | None:
+    if not isinstance(props, dict):
+        return None
+    settings = props.get("default_generation_settings")
+    return _int(settings.get("n_ctx")) if isinstance(settings, dict) else None
+
+
+async def _openai_models(client: httpx.AsyncClient, base: str) -> list[_Listed]:
+    body = await _get_json(client, base, f"{base}/models")
+    data = _records(body.get("data")) if isinstance(body, dict) else None
+    if data is None:
+        # Something answers, but not with a model list: not the server we are looking for.
+        raise ServerUnreachable(base)
+    listed = []
+    for entry in data:
+        name = str(entry.get("id"))
+        meta = entry.get("meta")
+        context = _int(meta.get("n_ctx")) if isinstance(meta, dict) else None
+        kind = "embeddings" if is_embedding_id(name) else "llm"
+        listed.append(_Listed(id=name, type=kind, context=context))
+    return listed
+
+
+def is_embedding_id(name: str) -> bool:
+    """An id that names an embedding model, for servers that do not say a model's type."""
+    return "embed" in name.lower()
+
+
+# -- choosing ----------------------------------------------------------------------------
+
+
+def _names(models: list[_Listed]) -> str:
+    return ", ".join(m.id for m in models) if models else "none"
+
+
+def _choose_lmstudio(models: list[_Listed], requested: str | None, base: str) -> _Listed:
+    chat = [m for m in models if m.is_chat]
+    if requested is not None:
+        found = next((m for m in models if m.id == requested), None)
+        if found is None or not found.is_chat:
+            what = "an embedding model" if found is not None else "not a model it has"
+            raise ModelChoiceError(
+                f"--model {requested}: {what} at LM Studio ({base}); "
+                f"its chat models: {_names(chat)}"
+            )
+        return found  # loaded or not: LM Studio loads it on the first request
+    loaded = [m for m in chat if m.loaded]
+    if loaded:
+        return loaded[0]
+    if not chat:
+        raise ModelChoiceError(
+            f"LM Studio at {base} has no chat model downloaded: "
+            "download one in LM Studio, or pass --model NAME"
+        )
+    raise ModelChoiceError(
+        f"LM Studio at {base} has no chat model loaded (downloaded: {_names(chat)}): "
+        f"load one with `lms load {chat[0].id}`, or pass --model NAME"
+    )
+
+
+def _choose_listed(models: list[_Listed], requested: str | None, base: str) -> _Listed:
+    chat = [m for m in models if m.is_chat]
+    if requested is not None:
+        found = next((m for m in models if m.id == requested), None)
+        if found is None:
+            raise ModelChoiceError(
+                f"--model {requested}: the server at {base} has no such model; "
+                f"it has: {_names(chat)}"
+            )
+        return found
+    if not chat:
+        raise ModelChoiceError(
+            f"the server at {base} lists no chat model: load one, or pass --model NAME"
+        )
+    return chat[0]
