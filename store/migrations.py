@@ -18,18 +18,23 @@ from dataclasses import dataclass
 MIGRATIONS_TABLE = "fsagent_migrations"
 
 
+# What the two dialects spell differently; a statement names it as {id_column} (so a
+# literal brace in a statement is written twice).
+DIALECT_WORDS: dict[str, dict[str, str]] = {
+    "sqlite": {"id_column": "id INTEGER PRIMARY KEY"},
+    "postgres": {"id_column": "id BIGINT GENERATED ALWAYS AS IDENTITY PRIMARY KEY"},
+}
+
+
 @dataclass(frozen=True)
 class Migration:
     number: int
     name: str
     statements: tuple[str, ...]
-    # The same statements in Postgres's dialect, where it differs from SQLite's.
-    postgres: tuple[str, ...] | None = None
 
     def for_dialect(self, dialect: str) -> tuple[str, ...]:
-        if dialect == "postgres" and self.postgres is not None:
-            return self.postgres
-        return self.statements
+        words = DIALECT_WORDS[dialect]
+        return tuple(statement.format(**words) for statement in self.statements)
 
 
 MIGRATIONS: tuple[Migration, ...] = (
@@ -74,24 +79,7 @@ MIGRATIONS: tuple[Migration, ...] = (
         (
             """
             CREATE TABLE IF NOT EXISTS fsagent_audit (
-                id INTEGER PRIMARY KEY,
-                time TEXT NOT NULL,
-                thread TEXT NOT NULL,
-                message_id TEXT NOT NULL,
-                call_id TEXT NOT NULL,
-                tool TEXT NOT NULL,
-                args TEXT NOT NULL,
-                decision TEXT NOT NULL,
-                reason TEXT NOT NULL,
-                decided_by TEXT NOT NULL,
-                UNIQUE (thread, message_id, call_id, decision)
-            )
-            """,
-        ),
-        postgres=(
-            """
-            CREATE TABLE IF NOT EXISTS fsagent_audit (
-                id BIGINT GENERATED ALWAYS AS IDENTITY PRIMARY KEY,
+                {id_column},
                 time TEXT NOT NULL,
                 thread TEXT NOT NULL,
                 message_id TEXT NOT NULL,
