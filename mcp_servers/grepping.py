@@ -15,6 +15,7 @@ it is shown by its first 400 characters. A NUL byte anywhere makes the file bina
 from __future__ import annotations
 
 import os
+import re
 
 import re2
 from mcp.server.fastmcp.exceptions import ToolError
@@ -30,11 +31,17 @@ NO_LOOKAROUND_HINT = "RE2 syntax: no backreferences or lookaround"
 
 Hit = tuple[int, bytes, int | None]  # line number, its first bytes, its length (None: long)
 
+# Escapes that can never match a newline: \w \d \b \B \A \z \S \r \f \v, and an escaped
+# ASCII punctuation character. (Not \t: a range such as [\t-z] holds the newline.)
+NEWLINE_FREE_ESCAPE = re.compile(r"\\[wdbBAzSrfv]|\\[!-/:-@\[-`{-~]")
+
 
 def compile_pattern(pattern: str, ignore_case: bool) -> re2._Regexp:
     options = re2.Options()
     options.case_sensitive = not ignore_case
-    options.never_nl = True  # lines are searched one at a time, as grep does
+    # No match may span lines, as with grep. RE2's never_nl does that but halves its speed,
+    # so it is set only for a pattern that could match a newline at all.
+    options.never_nl = can_match_newline(pattern)
     options.log_errors = False
     try:
         return re2.compile("(?m)" + pattern, options)
@@ -45,6 +52,17 @@ def compile_pattern(pattern: str, ignore_case: bool) -> re2._Regexp:
         if "escape sequence: \\" in str(reason) or "perl operator" in str(reason):
             reason = f"{reason} ({NO_LOOKAROUND_HINT})"
         raise ToolError(f"invalid_argument: bad regular expression {pattern!r}: {reason}") from None
+
+
+def can_match_newline(pattern: str) -> bool:
+    """False only when nothing in `pattern` can match a newline: no control character, no
+    escape but the newline-free ones, no negated class and no `s` flag (`.` then stays on
+    its line). Anything else may, and is matched with never_nl."""
+    if any(ord(char) < 0x20 for char in pattern):
+        return True
+    rest = NEWLINE_FREE_ESCAPE.sub("", pattern)
+    dot_all = re.search(r"\(\?[a-zA-Z-]*s", rest) is not None
+    return "\\" in rest or "^" in rest.lstrip("^") or dot_all
 
 
 def shown_line(head: bytes, length: int | None) -> str:
@@ -70,19 +88,22 @@ class FileSearch:
         self.long_head: bytes | None = None  # the head of a long line being searched in pieces
         self.long_reported = False
 
-    def run(self, fd: int) -> list[Hit] | None:
-        """The hits, or None when the file is binary."""
+    def run(self, fd: int, size: int) -> list[Hit] | None:
+        """The hits, or None when the file is binary. `size` is the file's size as last seen:
+        most files are read in one go, with no buffer larger than they are."""
         carry = b""
+        wanted = min(size + 1, BLOCK)
         while not self.more:
             check_budget()
-            block = os.read(fd, BLOCK)
+            block = os.read(fd, wanted)
             if b"\x00" in block:
                 return None
             data = carry + block if carry else block
-            if len(block) < BLOCK:  # a short read of a regular file: its end
+            if len(block) < wanted:  # a short read of a regular file: its end
                 if data:
-                    self.region(data, piece=False)
+                    self.region(data, piece=False, last=True)
                 return self.hits
+            wanted = BLOCK
             cut = data.rfind(b"\n") + 1
             if cut:
                 carry = data[cut:]
@@ -94,7 +115,7 @@ class FileSearch:
                 carry = data
         return self.hits
 
-    def region(self, data: bytes, piece: bool) -> None:
+    def region(self, data: bytes, piece: bool, last: bool = False) -> None:
         """Search whole lines (or one piece of a long line) starting at line `self.line`."""
         continues_long = self.long_head is not None
         if piece and not continues_long:
@@ -122,7 +143,7 @@ class FileSearch:
             position = end + 1
             if position > len(data):
                 break
-        if not piece:
+        if not piece and not last:  # the last region's lines need no counting
             self.line += data.count(b"\n")
             self.long_head = None
 
@@ -139,10 +160,11 @@ class GrepRun:
         self.skipped_binary = 0
         self.full = False
 
-    def search_file(self, fd: int, shown_as: str) -> None:
-        """Search the open regular file `fd` (at offset 0); `shown_as` is its shown path."""
+    def search_file(self, fd: int, size: int, shown_as: str) -> None:
+        """Search the open regular file `fd` (at offset 0, `size` bytes as last seen);
+        `shown_as` is its shown path."""
         search = FileSearch(self.regex, self.max_matches - self.matches)
-        hits = search.run(fd)
+        hits = search.run(fd, size)
         if hits is None:
             self.skipped_binary += 1
             return

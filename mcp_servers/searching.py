@@ -69,8 +69,8 @@ class SearchTools(ToolBase):
         if resolved.real.is_dir():
             self.grep_folder(search, resolved, parse(glob) if glob else None)
         else:
-            with self.opened_file(path) as (fd, _, file):
-                search.search_file(fd, self.relative(file.real))
+            with self.opened_file(path) as (fd, found, file):
+                search.search_file(fd, found.st_size, self.relative(file.real))
         return search.report(pattern)
 
     # -- helpers for the tools above ------------------------------------------------------
@@ -83,11 +83,11 @@ class SearchTools(ToolBase):
             if glob is not None and not matches_any(entry.name, entry.relative, [glob]):
                 continue
             try:
-                fd, _ = open_checked(entry.folder_fd, entry.name, entry.path)
+                fd, found = open_checked(entry.folder_fd, entry.name, entry.path)
             except (OSError, SandboxError, ToolError):
                 continue  # gone, unreadable or swapped since it was listed
             try:
-                search.search_file(fd, shown(entry.relative))
+                search.search_file(fd, found.st_size, shown(entry.relative))
             finally:
                 os.close(fd)
             if search.full:
