@@ -39,7 +39,7 @@ from mcp_servers.fileio import (
     sha256_of_fd,
 )
 from mcp_servers.lines import Excerpt, excerpt
-from mcp_servers.names import show
+from mcp_servers.names import parse, show
 from mcp_servers.sandbox import SandboxError
 from mcp_servers.tool_base import MAX_LISTED, ToolBase, check_range, show_given
 from mcp_servers.walking import Entry
@@ -114,7 +114,8 @@ class ReadTools(ToolBase):
         folder = self.existing_folder(path)
         lines = CappedLines(max_lines=MAX_TREE_ENTRIES + 1)
         lines.add(self.relative(folder.real) + "/")
-        for entry, depth in self.walker.walk(folder.real, exclude, max_depth):
+        excluded = [parse(item) for item in exclude] if exclude else None
+        for entry, depth in self.walker.walk(folder.real, excluded, max_depth):
             lines.add("  " * (depth + 1) + self.tree_name(entry))
         return lines.text(more_marker(lines.hidden) if lines.hidden else "")
 

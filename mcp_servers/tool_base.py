@@ -11,7 +11,7 @@ from pathlib import Path
 from mcp.server.fastmcp.exceptions import ToolError
 
 from mcp_servers.dirfd import Places, entry_stat, open_listable
-from mcp_servers.fileio import open_regular
+from mcp_servers.fileio import kind_of, open_regular
 from mcp_servers.names import quoted_given, show
 from mcp_servers.sandbox import Resolved, Sandbox
 from mcp_servers.walking import Walker
@@ -43,7 +43,8 @@ class ToolBase:
     def existing_folder(self, given: str) -> Resolved:
         resolved = self.existing(given)
         if not resolved.real.is_dir():
-            raise ToolError(f"{quoted_given(given)} is a file, not a folder")
+            kind = kind_of(self.stat_of(resolved).st_mode)
+            raise ToolError(f"{quoted_given(given)} is a {kind}, not a folder")
         return resolved
 
     def stat_of(self, resolved: Resolved) -> os.stat_result:

@@ -20,7 +20,15 @@ from typing import Any, Literal, TypeVar
 from mcp.server.fastmcp.exceptions import ToolError
 from pydantic import BaseModel
 
-from mcp_servers.answers import MARKER_ROOM, READ_CAP, capped_json_lines, to_json, utf8_len
+from mcp_servers.answers import (
+    MARKER_ROOM,
+    READ_CAP,
+    CappedLines,
+    capped_json_lines,
+    more_marker,
+    to_json,
+    utf8_len,
+)
 from mcp_servers.budget import check_budget
 from mcp_servers.diffing import unified_diff
 from mcp_servers.dirfd import (
@@ -51,6 +59,7 @@ from mcp_servers.sandbox import Resolved, Sandbox, is_within
 from mcp_servers.tool_base import ToolBase, show_given
 
 MAX_WRITE_BYTES = EDIT_LIMIT  # content a write may carry
+SKIPPED_LISTED_BYTES = 64 * 1024  # of names a folder copy lists as skipped, per list
 PERMISSION_BITS = 0o777  # a copy keeps these of the source's mode, never setuid or setgid
 NEW_FILE_FLAGS = os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC
 
@@ -204,6 +213,10 @@ class WriteTools(ToolBase):
         """Create an empty file, or update the modification time of an existing one."""
         target = self.sandbox.resolve(path)
         shown = self.raw_relative(target.real)
+        if target.real in self.sandbox.roots:
+            with self.listed_folder(target) as root:
+                os.utime(root)
+            return to_json({"path": self.relative(target.real), "created": False, "size": 0})
         with self.places.parent(target.real, create=not target.exists) as (folder, name):
             if target.exists:
                 found = entry_stat(folder, name)
@@ -386,8 +399,8 @@ class WriteTools(ToolBase):
 
     def copy_into(self, src: Resolved, top: int) -> dict[str, Any]:
         files = folders = size = 0
-        skipped_links: list[str] = []
-        skipped_other: list[str] = []
+        skipped_links = CappedLines(SKIPPED_LISTED_BYTES)
+        skipped_other = CappedLines(SKIPPED_LISTED_BYTES)
         shown = self.shown_below(src.real)
         opened = [(top, stat.S_IMODE(self.stat_of(src).st_mode))]
         try:
@@ -404,9 +417,9 @@ class WriteTools(ToolBase):
                     size += copy_entry(entry.folder_fd, entry.name, below, entry.path)
                     files += 1
                 elif entry.kind == "link":
-                    skipped_links.append(shown(entry.relative))
+                    skipped_links.add(shown(entry.relative))
                 else:
-                    skipped_other.append(shown(entry.relative))
+                    skipped_other.add(shown(entry.relative))
         finally:
             while opened:
                 close_folder(*opened.pop())
@@ -414,8 +427,8 @@ class WriteTools(ToolBase):
             "files": files,
             "folders": folders,
             "bytes": size,
-            "skipped_links": skipped_links,
-            "skipped_other": skipped_other,
+            "skipped_links": listed(skipped_links),
+            "skipped_other": listed(skipped_other),
         }
 
     def move_across(
@@ -505,6 +518,11 @@ class WriteTools(ToolBase):
 def finisher(old: os.stat_result) -> Callable[[int], None]:
     """Gives a replacement file the owner, group and mode of the file it replaces."""
     return lambda fd: take_over(fd, old)
+
+
+def listed(names: CappedLines) -> list[str]:
+    """The names kept, and how many more there were."""
+    return names.lines + ([more_marker(names.hidden)] if names.hidden else [])
 
 
 def close_folder(fd: int, mode: int) -> None:
