@@ -95,14 +95,18 @@ def blocks(fd: int, size: int = BLOCK) -> Iterator[bytes]:
 
 
 def sha256_of_fd(fd: int) -> str:
-    """sha256 of the file from its start, streamed."""
+    """sha256 of the file from its start, streamed; the holes of a sparse file are hashed
+    as the zeros they read as, without reading them."""
     digest = hashlib.sha256()
-    buffer = bytearray(BLOCK)
-    view = memoryview(buffer)
+    view = memoryview(bytearray(BLOCK))
+    size = os.fstat(fd).st_size
     offset = 0
     while True:
         check_budget()
-        count = os.preadv(fd, [buffer], offset)
+        data_at = next_data(fd, offset, size)
+        hash_zeros(digest, data_at - offset)
+        offset = data_at
+        count = os.preadv(fd, [view], offset)
         if not count:
             return digest.hexdigest()
         digest.update(view[:count])
@@ -167,6 +171,7 @@ def copy_sparse(source: int, destination: int) -> tuple[int, str | None]:
     """
     size = os.fstat(source).st_size
     digest = hashlib.sha256() if size <= HASH_ON_THE_WAY_UP_TO else None
+    buffer = memoryview(bytearray(BLOCK))
     offset = 0
     while offset < size:
         check_budget()
@@ -179,14 +184,14 @@ def copy_sparse(source: int, destination: int) -> tuple[int, str | None]:
         hole_at = min(os.lseek(source, offset, os.SEEK_HOLE), size)
         while offset < hole_at:
             check_budget()
-            part = os.pread(source, min(BLOCK, hole_at - offset), offset)
-            if not part:  # shrank meanwhile
+            count = os.preadv(source, [buffer[: min(BLOCK, hole_at - offset)]], offset)
+            if not count:  # shrank meanwhile
                 size = offset
                 break
-            write_all(destination, part, offset)
+            write_all(destination, buffer[:count], offset)
             if digest is not None:
-                digest.update(part)
-            offset += len(part)
+                digest.update(buffer[:count])
+            offset += count
     os.ftruncate(destination, size)
     return size, None if digest is None else digest.hexdigest()
 
@@ -209,7 +214,7 @@ def hash_zeros(digest: hashlib._Hash, count: int) -> None:
         count -= step
 
 
-def write_all(fd: int, data: bytes, offset: int) -> None:
+def write_all(fd: int, data: bytes | memoryview, offset: int) -> None:
     view = memoryview(data)
     while view:
         written = os.pwrite(fd, view, offset)

@@ -90,61 +90,80 @@ class FileSearch:
 
     def run(self, fd: int, size: int) -> list[Hit] | None:
         """The hits, or None when the file is binary. `size` is the file's size as last seen:
-        most files are read in one go, with no buffer larger than they are."""
-        carry = b""
+        a file up to a block is read in one go, into a buffer of its size."""
         wanted = min(size + 1, BLOCK)
+        first = os.read(fd, wanted)
+        if b"\x00" in first:
+            return None
+        if len(first) < wanted:  # a short read of a regular file: its end
+            if first:
+                self.region(first, 0, len(first), piece=False, last=True)
+            return self.hits
+        return self.run_blocks(fd, first)
+
+    def run_blocks(self, fd: int, first: bytes) -> list[Hit] | None:
+        """The rest of a file larger than a block, read into one reused buffer: the lines a
+        block ends in the middle of are carried to the front of the buffer for the next."""
+        buffer = bytearray(2 * BLOCK)
+        view = memoryview(buffer)
+        buffer[: len(first)] = first
+        filled = len(first)
+        del first
         while not self.more:
             check_budget()
-            block = os.read(fd, wanted)
-            if b"\x00" in block:
+            count = os.readv(fd, [view[filled : filled + BLOCK]])  # filled < BLOCK here
+            if buffer.find(b"\x00", filled, filled + count) != -1:
                 return None
-            data = carry + block if carry else block
-            if len(block) < wanted:  # a short read of a regular file: its end
-                if data:
-                    self.region(data, piece=False, last=True)
+            end = filled + count
+            if not count:  # the end of the file
+                if end:
+                    self.region(buffer, 0, end, piece=False, last=True)
                 return self.hits
-            wanted = BLOCK
-            cut = data.rfind(b"\n") + 1
+            cut = buffer.rfind(b"\n", 0, end) + 1
             if cut:
-                carry = data[cut:]
-                self.region(data[:cut] if carry else data, piece=False)
-            elif len(data) >= BLOCK:  # a line longer than a block: search this piece of it
-                carry = b""
-                self.region(data, piece=True)
+                self.region(buffer, 0, cut, piece=False)
+            if end - cut >= BLOCK:  # a line longer than a block: search this piece of it
+                self.region(buffer, cut, end, piece=True)
+                filled = 0
             else:
-                carry = data
+                buffer[: end - cut] = buffer[cut:end]
+                filled = end - cut
         return self.hits
 
-    def region(self, data: bytes, piece: bool, last: bool = False) -> None:
-        """Search whole lines (or one piece of a long line) starting at line `self.line`."""
+    def region(
+        self, data: bytes | bytearray, low: int, high: int, piece: bool, last: bool = False
+    ) -> None:
+        """Search data[low:high], whole lines (or one piece of a long line) starting at line
+        `self.line`."""
         continues_long = self.long_head is not None
         if piece and not continues_long:
-            self.long_head, self.long_reported = data[:HEAD_BYTES], False
-        number, counted_to, position = self.line, 0, 0
+            self.long_head, self.long_reported = bytes(data[low : low + HEAD_BYTES]), False
+        number, counted_to, position = self.line, low, low
         while True:
-            found = self.search(data, position)
+            found = self.search(data, position, high)
             if found is None:
                 break
             if len(self.hits) >= self.budget:
                 self.more = True
                 return
-            start = data.rfind(b"\n", 0, found.start()) + 1
-            end = data.find(b"\n", found.start())
-            end = len(data) if end == -1 else end
+            newline_before = data.rfind(b"\n", low, found.start())
+            start = low if newline_before == -1 else newline_before + 1
+            end = data.find(b"\n", found.start(), high)
+            end = high if end == -1 else end
             number += data.count(b"\n", counted_to, start)
             counted_to = start
-            if start == 0 and (piece or continues_long):
+            if start == low and (piece or continues_long):
                 if not self.long_reported:
                     self.hits.append((number, self.long_head or b"", None))
                     self.long_reported = True
             else:
-                head = data[start : min(end, start + HEAD_BYTES)]
+                head = bytes(data[start : min(end, start + HEAD_BYTES)])
                 self.hits.append((number, head, end - start))
             position = end + 1
-            if position > len(data):
+            if position > high:
                 break
         if not piece and not last:  # the last region's lines need no counting
-            self.line += data.count(b"\n")
+            self.line += data.count(b"\n", low, high)
             self.long_head = None
 
 

@@ -7,11 +7,11 @@ counted as it streams past, so a 2 GiB line costs no more memory than a short on
 from __future__ import annotations
 
 import os
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 
 from mcp_servers.budget import check_budget
-from mcp_servers.fileio import BLOCK
+from mcp_servers.fileio import BLOCK, next_data
 
 
 @dataclass(frozen=True)
@@ -26,66 +26,88 @@ class Excerpt:
     lines_in_file: int | None = None  # set when `start` is past the end
 
 
-def blocks_at(fd: int, offset: int) -> Iterator[bytes]:
+def blocks_at(
+    fd: int, offset: int, skip_holes: Callable[[], bool] = lambda: True
+) -> Iterator[tuple[int, bytearray]]:
+    """(offset, block) through the file from `offset`, read into one reused buffer: a block
+    is valid until the next is asked for (a new 1 MiB buffer per block costs page faults).
+
+    Holes of a sparse file hold only zero bytes, and so no line end: while `skip_holes()`
+    says so they are skipped, not read (reading gigabytes of hole fills the page cache).
+    """
+    size = os.fstat(fd).st_size
+    buffer = bytearray(BLOCK)
     while True:
         check_budget()
-        block = os.pread(fd, BLOCK, offset)
-        if not block:
+        if skip_holes():
+            offset = next_data(fd, offset, size)
+        count = os.preadv(fd, [buffer], offset)
+        if not count:
             return
-        offset += len(block)
-        yield block
+        yield offset, buffer if count == BLOCK else buffer[:count]
+        offset += count
+
+
+def nth_newline(block: bytearray, count: int) -> int:
+    at = -1
+    for _ in range(count):
+        at = block.index(b"\n", at + 1)
+    return at
 
 
 def skip_to_line(fd: int, start: int) -> tuple[int, int]:
     """(offset of line `start`, or of the end of the file; newlines before that offset)."""
-    offset, newlines = 0, 0
-    for block in blocks_at(fd, 0):
+    newlines = 0
+    for at, block in blocks_at(fd, 0):
         found = block.count(b"\n")
         if newlines + found < start - 1:
             newlines += found
-            offset += len(block)
             continue
-        at = -1
-        for _ in range(start - 1 - newlines):
-            at = block.index(b"\n", at + 1)
-        return offset + at + 1, start - 1
-    return offset, newlines
+        return at + nth_newline(block, start - 1 - newlines) + 1, start - 1
+    return os.fstat(fd).st_size, newlines
+
+
+class Head:
+    """The first `keep` bytes of the line being read."""
+
+    def __init__(self, keep: int) -> None:
+        self.keep = keep
+        self.data = bytearray()
+
+    def full(self) -> bool:
+        return len(self.data) >= self.keep
 
 
 def lines_from(fd: int, offset: int, keep: int) -> Iterator[tuple[bytes, int]]:
     """(head, length) of each line from `offset`: its first `keep` bytes and its full length
-    in bytes, both with the newline when it has one."""
-    head, length = bytearray(), 0
-    for block in blocks_at(fd, offset):
-        at, size = 0, len(block)
-        while at < size:
-            newline = block.find(b"\n", at)
+    in bytes, both with the newline when it has one. Holes are skipped once a line's head is
+    full (the zeros of a hole in a head are kept, so a caller sees them)."""
+    head, line_start = Head(keep), offset
+    for at, block in blocks_at(fd, offset, skip_holes=head.full):
+        position, size = 0, len(block)
+        while position < size:
+            newline = block.find(b"\n", position)
             end = size if newline == -1 else newline + 1
-            if len(head) < keep:
-                head += block[at : min(end, at + keep - len(head))]
-            length += end - at
-            at = end
+            if not head.full():
+                head.data += block[position : min(end, position + keep - len(head.data))]
+            position = end
             if newline != -1:
-                yield bytes(head), length
-                head, length = bytearray(), 0
-    if length:
-        yield bytes(head), length
+                yield bytes(head.data), at + end - line_start
+                head.data, line_start = bytearray(), at + end
+    size = os.fstat(fd).st_size
+    if size > line_start:
+        yield bytes(head.data), size - line_start
 
 
 def bytes_through_line(fd: int, offset: int, lines: int) -> int:
     """Bytes from `offset` through the end of the `lines`-th line from there (or the file)."""
-    total = 0
-    for block in blocks_at(fd, offset):
+    for at, block in blocks_at(fd, offset):
         found = block.count(b"\n")
         if found < lines:
             lines -= found
-            total += len(block)
             continue
-        at = -1
-        for _ in range(lines):
-            at = block.index(b"\n", at + 1)
-        return total + at + 1
-    return total
+        return at + nth_newline(block, lines) + 1 - offset
+    return os.fstat(fd).st_size - offset
 
 
 def excerpt(fd: int, start: int, end: int | None, room: int) -> Excerpt:

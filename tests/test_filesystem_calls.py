@@ -80,7 +80,7 @@ def test_pings_and_other_calls_are_answered_while_a_call_runs_and_cancel_stops_i
 
 
 def test_the_budget_flag_is_checked(tmp_path: Path) -> None:
-    for bad in ("0", "-1", "soon"):
+    for bad in ("0", "soon"):
         done = subprocess.run(
             [sys.executable, "-m", "mcp_servers.filesystem", "--call-timeout", bad, str(tmp_path)],
             cwd=REPO,

@@ -38,8 +38,9 @@ def tree(tmp_path_factory: pytest.TempPathFactory) -> Path:
     sparse(root / "lines.txt", b"short line\n" * 1000, 2 * GIB)
     (root / "small.txt").write_text("small\n")
     with (root / "text.log").open("w") as handle:  # 64 MiB of real text: grep streams it
-        for number in range(TEXT_LINES):
-            handle.write(f"log line {number:08} " + "x" * 47 + "\n")
+        for first in range(0, TEXT_LINES, 65536):
+            numbers = range(first, first + 65536)
+            handle.write("".join(f"log line {number:08} {'x' * 47}\n" for number in numbers))
     many = root / "many"
     many.mkdir()
     for number in range(MANY):
