@@ -24,6 +24,7 @@ from mcp_servers.answers import CappedLines, utf8_len
 from mcp_servers.budget import check_budget
 from mcp_servers.fileio import BLOCK
 from mcp_servers.lines import lines_from
+from mcp_servers.must_contain import must_contain
 
 MAX_LINE_SHOWN = 400  # characters of one grep line
 HEAD_BYTES = 4 * MAX_LINE_SHOWN  # bytes kept of a line to show it (4 per character at most)
@@ -79,8 +80,9 @@ def shown_line(head: bytes, length: int | None) -> str:
 class FileSearch:
     """The hit lines of one file, found a block at a time."""
 
-    def __init__(self, regex: re2._Regexp, budget: int) -> None:
+    def __init__(self, regex: re2._Regexp, needle: bytes, budget: int) -> None:
         self.search = regex.search
+        self.needle = needle  # text every match holds: a region without it has no match
         self.budget = budget  # hit lines still wanted
         self.hits: list[Hit] = []
         self.more = False  # a match was found past the budget
@@ -139,7 +141,9 @@ class FileSearch:
         if piece and not continues_long:
             self.long_head, self.long_reported = bytes(data[low : low + HEAD_BYTES]), False
         number, counted_to, position = self.line, low, low
-        while True:
+        if self.needle and data.find(self.needle, low, high) == -1:
+            position = high + 1  # no match can be here: only count the lines
+        while position <= high:
             found = self.search(data, position, high)
             if found is None:
                 break
@@ -172,6 +176,7 @@ class GrepRun:
 
     def __init__(self, pattern: str, ignore_case: bool, context: int, max_matches: int) -> None:
         self.regex = compile_pattern(pattern, ignore_case)
+        self.needle = b"" if ignore_case else must_contain(pattern)
         self.context = context
         self.max_matches = max_matches
         self.lines = CappedLines()
@@ -182,7 +187,7 @@ class GrepRun:
     def search_file(self, fd: int, size: int, shown_as: str) -> None:
         """Search the open regular file `fd` (at offset 0, `size` bytes as last seen);
         `shown_as` is its shown path."""
-        search = FileSearch(self.regex, self.max_matches - self.matches)
+        search = FileSearch(self.regex, self.needle, self.max_matches - self.matches)
         hits = search.run(fd, size)
         if hits is None:
             self.skipped_binary += 1

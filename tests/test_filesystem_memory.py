@@ -124,3 +124,21 @@ def test_copy_keeps_holes_and_writes_stay_small(server: FilesystemServer, tree: 
     assert written["old_sha256"] is not None and (tree / "moved.txt").read_text() == "now small\n"
     server.ok("delete", path="moved.txt")
     assert peak_kib(server) < PEAK_BUDGET_KIB
+
+
+def test_grep_streams_blocks_with_the_right_line_numbers(server: FilesystemServer, tree) -> None:
+    lines = [f"line {number} " + "y" * 90 for number in range(40_000)]  # ~4 MiB: four blocks
+    lines[11_000] = "needle! at a block boundary, near 1 MiB"
+    lines[30_000] = "z" * (3 * 1024 * 1024) + " needle! at the end of a 3 MiB line"
+    lines[39_999] = "needle! on the last line, with no newline after it"
+    (tree / "blocks.txt").write_text("\n".join(lines))
+    found = server.ok("grep", pattern="(\\w+ ?)+! ", path="blocks.txt").splitlines()
+    assert [line.split(":")[1] for line in found] == ["11001", "30001", "40000"]
+    assert found[0] == "blocks.txt:11001:needle! at a block boundary, near 1 MiB"
+    assert found[1] == "blocks.txt:30001:" + "z" * 400 + "… [a line over 1 MiB, cut]"
+    around = server.ok("grep", pattern="needle! on", path="blocks.txt", context=1).splitlines()
+    assert around == [
+        "blocks.txt-39999-line 39998 " + "y" * 90,
+        "blocks.txt:40000:needle! on the last line, with no newline after it",
+    ]
+    (tree / "blocks.txt").unlink()
