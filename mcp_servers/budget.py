@@ -11,7 +11,8 @@ from __future__ import annotations
 
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from contextvars import ContextVar
 from typing import Any, TypeVar
 
@@ -39,8 +40,7 @@ class CallBudget:
         if time.monotonic() > self.deadline:
             raise CallStopped(
                 f"timeout: {self.tool} stopped at its {self.seconds:g} s budget before it "
-                "finished, and changed nothing more; narrow the path, glob or pattern, or "
-                "work on smaller files"
+                "finished; narrow the path, glob or pattern, or work on smaller files"
             )
 
     def cancel(self) -> None:
@@ -56,6 +56,16 @@ class CallBudget:
 
 
 current: ContextVar[CallBudget | None] = ContextVar("fsagent_call_budget", default=None)
+
+
+@contextmanager
+def unbounded() -> Iterator[None]:
+    """Run a clean-up to its end, even past the deadline (it undoes a call's partial work)."""
+    token = current.set(None)
+    try:
+        yield
+    finally:
+        current.reset(token)
 
 
 def check_budget() -> None:

@@ -29,7 +29,7 @@ from mcp_servers.answers import (
     to_json,
     utf8_len,
 )
-from mcp_servers.budget import check_budget
+from mcp_servers.budget import check_budget, unbounded
 from mcp_servers.diffing import unified_diff
 from mcp_servers.dirfd import (
     LIST_FLAGS,
@@ -393,7 +393,7 @@ class WriteTools(ToolBase):
             try:
                 return self.copy_into(src, os.open(name, LIST_FLAGS, dir_fd=folder))
             except BaseException:
-                with suppress(OSError):
+                with suppress(OSError), unbounded():
                     remove_tree(folder, name)
                 raise
 
