@@ -14,7 +14,6 @@ import logging
 import os
 from collections.abc import Iterator
 from dataclasses import dataclass
-from itertools import islice
 from pathlib import Path
 from typing import TYPE_CHECKING, Literal
 
@@ -88,14 +87,17 @@ class Walker:
 
     def entries(self, folder: int, path: str, prefix: str = "") -> Iterator[Entry]:
         """The entries of a listable folder, sorted by name unless there are very many."""
-        streamed = self.stream(folder, path, prefix)
+        check_budget()
+        first: list[Entry] = []
         try:
-            first = list(islice(streamed, SORTED_UP_TO + 1))
+            with os.scandir(folder) as items:
+                for item in items:
+                    first.append(self.classify(item, folder, path, prefix))
+                    if len(first) > SORTED_UP_TO:
+                        break
         except OSError as error:
             logger.info("cannot list %s: %s", path, error)
             return
-        finally:
-            streamed.close()
         if len(first) <= SORTED_UP_TO:
             first.sort(key=lambda entry: entry.name)
             yield from first
@@ -120,6 +122,7 @@ class Walker:
         stack = [(first, self.entries(first, str(top)))]
         try:
             while stack:
+                check_budget()
                 folder, items = stack[-1]
                 entry = next(items, None)
                 if entry is None:
