@@ -26,7 +26,7 @@ from mcp_servers.answers import (
     to_json,
     utf8_len,
 )
-from mcp_servers.diffing import unified_diff
+from mcp_servers.diffing import DiffTooLarge, unified_diff
 from mcp_servers.errors import one_line
 from mcp_servers.fileio import (
     HASH_ON_THE_WAY_UP_TO,
@@ -210,11 +210,13 @@ class ReadTools(ToolBase):
             return f"Binary files {names[0]} and {names[1]} differ"
         if texts[0] == texts[1]:
             return "Files are identical"
-        old, new = texts[0].splitlines(keepends=True), texts[1].splitlines(keepends=True)
         lines = CappedLines()
-        for line in unified_diff(old, new, names[0], names[1]):
-            if not lines.add(line.rstrip("\n")):
-                break
+        try:
+            for line in unified_diff(texts[0], texts[1], names[0], names[1], keep_ends=True):
+                if not lines.add(line.rstrip("\n")):
+                    break
+        except DiffTooLarge as too_large:
+            return f"Files {names[0]} and {names[1]} differ: {too_large.describe()}"
         return lines.text("… [cut: the diff goes on; diff smaller parts]" if lines.full else "")
 
     # -- helpers for the tools above ------------------------------------------------------

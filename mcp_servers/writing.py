@@ -30,7 +30,7 @@ from mcp_servers.answers import (
     utf8_len,
 )
 from mcp_servers.budget import check_budget, unbounded
-from mcp_servers.diffing import unified_diff
+from mcp_servers.diffing import DiffTooLarge, unified_diff
 from mcp_servers.dirfd import (
     LIST_FLAGS,
     count_tree,
@@ -554,9 +554,10 @@ def preview(old: bytes | None, new: bytes, relative: str) -> list[str]:
     new_text = decode_text(new)
     if old_text is None or new_text is None:
         return [f"(binary: {len(old or b''):,} bytes would become {len(new):,} bytes)"]
-    lines = list(
-        unified_diff(old_text.splitlines(), new_text.splitlines(), f"a/{relative}", f"b/{relative}")
-    )
+    try:
+        lines = list(unified_diff(old_text, new_text, f"a/{relative}", f"b/{relative}"))
+    except DiffTooLarge as too_large:
+        return [f"({too_large.describe()})"]
     return lines or ["(no change)"]
 
 

@@ -142,3 +142,42 @@ def test_grep_streams_blocks_with_the_right_line_numbers(server: FilesystemServe
         "blocks.txt:40000:needle! on the last line, with no newline after it",
     ]
     (tree / "blocks.txt").unlink()
+
+
+def test_diffs_of_a_million_lines_show_the_change_in_bounded_memory(server, tree) -> None:
+    numbers = "".join(f"{number:07}\n" for number in range(1_000_000))  # 8,000,000 bytes
+    (tree / "million_a.txt").write_text(numbers)
+    (tree / "million_b.txt").write_text(numbers.replace("0500000\n", "half way\n"))
+    (tree / "million_c.txt").write_text(numbers.replace("0", "o"))
+    diff = server.ok("diff_files", path_a="million_a.txt", path_b="million_b.txt")
+    assert diff.splitlines() == [
+        "--- million_a.txt",
+        "+++ million_b.txt",
+        "@@ -499998,7 +499998,7 @@",
+        " 0499997",
+        " 0499998",
+        " 0499999",
+        "-0500000",
+        "+half way",
+        " 0500001",
+        " 0500002",
+        " 0500003",
+    ]
+    edit = [{"old_text": "0999999\n", "new_text": "last\n"}]
+    preview = server.ok("patch_file", path="million_a.txt", edits=edit, dry_run=True)
+    assert json.loads(preview)["diff"][2:] == [
+        "@@ -999997,4 +999997,4 @@",
+        " 0999996",
+        " 0999997",
+        " 0999998",
+        "-0999999",
+        "+last",
+    ]
+    everything = server.ok("diff_files", path_a="million_a.txt", path_b="million_c.txt")
+    assert everything == (
+        "Files million_a.txt and million_c.txt differ: lines 1.. differ: 1,000,000 lines "
+        "would become 1,000,000, too many to diff (over 50,000)"
+    )
+    assert peak_kib(server) < PEAK_BUDGET_KIB
+    for name in ("million_a.txt", "million_b.txt", "million_c.txt"):
+        (tree / name).unlink()
