@@ -122,10 +122,10 @@ class ReadTools(ToolBase):
     def read_file(self, path: str, start_line: int = 1, end_line: int | None = None) -> str:
         """Read a text file, or lines start_line..end_line of it (1-based, inclusive).
 
-        Answers are capped at 256 KiB; a marker at the end says how to read on, and a line
-        longer than that is cut with a marker. Binary files are reported with their size and
-        sha256 instead of their content. Only regular files are read.
+        Answers are capped at 256 KiB; a marker at the end says how to read on. Binary files
+        are reported with their size and sha256 instead of their content.
         """
+        # A line longer than the cap is cut with a marker; only regular files are read.
         check_range("start_line", start_line, 1, 2**31)
         if end_line is not None and end_line < start_line:
             raise ToolError(f"invalid_argument: end_line ({end_line}) is before start_line")
@@ -163,11 +163,9 @@ class ReadTools(ToolBase):
         return cut_to_bytes("\n\n".join(parts), READ_CAP)
 
     def get_file_info(self, path: str) -> str:
-        """Size, type, permissions and times of an entry, as JSON.
-
-        `type` is file, folder, FIFO, socket, character device or block device; a symlink
-        inside the roots is followed (`is_symlink` says so).
-        """
+        """Size, type, permissions and times of a file or folder, as JSON."""
+        # `type` is the real one (file, folder, FIFO, socket, character or block device); a
+        # symlink inside the roots is followed, and `is_symlink` says so.
         resolved = self.existing(path)
         info = self.stat_of(resolved)
         given_is_link = os.path.islink(self.sandbox.absolute(path))
@@ -188,14 +186,14 @@ class ReadTools(ToolBase):
         return to_json(data)
 
     def file_hash(self, path: str) -> str:
-        """The sha256 of a regular file, as JSON with its path and size."""
+        """The sha256 of a file, as JSON with its path and size."""
         with self.opened_file(path) as (fd, found, resolved):
             digest = sha256_of_fd(fd)
             shown = self.relative(resolved.real)
         return to_json({"path": shown, "sha256": digest, "size": found.st_size})
 
     def diff_files(self, path_a: str, path_b: str) -> str:
-        """A unified diff between two text files (each up to 8 MiB)."""
+        """A unified diff between two text files."""
         texts, names, digests = [], [], []
         for given in (path_a, path_b):
             with self.opened_file(given) as (fd, _, resolved):

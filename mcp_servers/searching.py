@@ -53,12 +53,12 @@ class SearchTools(ToolBase):
         context: int = 0,
         max_matches: int = 200,
     ) -> str:
-        """Search file contents for a regular expression, like grep -rn.
+        """Search file contents for a regular expression (RE2: no backreferences or
+        lookaround), like grep -rn.
 
-        RE2 syntax (like Python's, but no backreferences or lookaround); `^` and `$` match at
-        line ends and no match spans lines. Prints 'path:line:text' for each matching line
-        (and 'path-line-text' for context lines). `glob` limits the files searched by name
-        (e.g. '*.py'). Binary files are skipped. Stops after `max_matches` matching lines.
+        Prints 'path:line:text' for each matching line (and 'path-line-text' for context
+        lines). `glob` limits the files searched by name (e.g. '*.py'). Binary files are
+        skipped. Stops after `max_matches` matching lines.
         """
         check_range("context", context, 0, 20)
         check_range("max_matches", max_matches, 1, 10_000)

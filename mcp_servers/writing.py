@@ -129,10 +129,11 @@ class WriteTools(ToolBase):
     ) -> str:
         """Create or replace a text file (mode='write'), or add to its end (mode='append').
 
-        The write is atomic and keeps the file's owner and permissions; a file without a
-        write permission bit for the server's user is refused. Appends edit files up to
-        8 MiB. dry_run=True changes nothing and returns the diff it would apply.
+        The write is atomic and keeps the file's permissions. dry_run=True changes nothing and
+        returns the diff it would apply.
         """
+        # The owner is kept too (or set-id bits cleared), a file without a write bit for the
+        # server's user is refused, and appends edit files up to 8 MiB (permissions.py).
         new_part = content.encode("utf-8")
         if len(new_part) > MAX_WRITE_BYTES:
             raise ToolError(f"invalid_argument: content is larger than {MAX_WRITE_BYTES:,} bytes")
@@ -167,7 +168,7 @@ class WriteTools(ToolBase):
         expected_sha256: str | None = None,
         dry_run: bool = False,
     ) -> str:
-        """Replace text in a file (up to 8 MiB): each edit's old_text must occur exactly once.
+        """Replace text in a file: each edit's old_text must occur exactly once.
 
         Edits apply in order, all or nothing. Line endings and the final newline are kept
         (an edit written with \\n matches a CRLF file). Pass expected_sha256 (from file_hash
@@ -232,10 +233,10 @@ class WriteTools(ToolBase):
     def copy(self, source: str, destination: str, overwrite: bool = False) -> str:
         """Copy a file or a folder. An existing destination is replaced only if overwrite=True.
 
-        Holes in sparse files are kept. A copy gets the source's permission bits, never
-        setuid or setgid. A folder copy skips symlinks and special files (and lists them); it
-        never copies a link's target.
+        A folder copy skips symlinks (and lists them); it never copies a link's target.
         """
+        # Holes of sparse files are kept; the copy gets the source's permission bits, never
+        # setuid or setgid; special files in a folder are skipped and listed too.
         src = self.existing(source)
         dst = self.destination(destination, overwrite, src)
         if src.real.is_dir():
@@ -256,9 +257,9 @@ class WriteTools(ToolBase):
     def move(self, source: str, destination: str, overwrite: bool = False) -> str:
         """Move or rename a file, folder or symlink (a link moves as a link).
 
-        An existing destination file is replaced only if overwrite=True. A move that would
-        leave a relative symlink pointing outside the allowed roots is refused.
+        An existing destination file is replaced only if overwrite=True.
         """
+        # A move that would leave a relative link pointing outside the roots is refused.
         src = self.sandbox.resolve_entry(source)
         if not src.exists:
             raise ToolError(f"not found: {show_given(source)}")
