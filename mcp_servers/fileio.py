@@ -14,7 +14,6 @@ import errno
 import hashlib
 import os
 import stat
-from collections.abc import Iterator
 
 from mcp.server.fastmcp.exceptions import ToolError
 
@@ -82,16 +81,6 @@ def open_checked(folder: int, name: str, shown: str) -> tuple[int, os.stat_resul
         os.close(fd)
         raise not_regular(shown, found.st_mode)
     return fd, found
-
-
-def blocks(fd: int, size: int = BLOCK) -> Iterator[bytes]:
-    """The file's bytes from its current offset, a block at a time."""
-    while True:
-        check_budget()
-        block = os.read(fd, size)
-        if not block:
-            return
-        yield block
 
 
 def sha256_of_fd(fd: int) -> str:

@@ -119,7 +119,10 @@ def test_copy_keeps_holes_and_writes_stay_small(server: FilesystemServer, tree: 
     assert copy.stat().st_blocks * 512 < 64 * 1024 * 1024  # the hole is still a hole
     with copy.open("rb") as handle:
         assert handle.read(len(LONG_HEAD) + 8) == LONG_HEAD + bytes(8)
-    server.ok("move", source="copy.txt", destination="moved.txt")
+    server.ok("touch", path="copy.txt")
+    server.ok("make_dir", path="made")
+    server.ok("move", source="copy.txt", destination="made/moved.txt")
+    server.ok("move", source="made/moved.txt", destination="moved.txt")
     written = json.loads(server.ok("write_file", path="moved.txt", content="now small\n"))
     assert written["old_sha256"] is not None and (tree / "moved.txt").read_text() == "now small\n"
     server.ok("delete", path="moved.txt")
