@@ -32,7 +32,10 @@ MEAN_FILE_BYTES = 10_000  # 10,000 files of ~10 KB: ~100 MB
 BINARY_EVERY = 200  # one file in this many is binary
 RARE_TOKEN = "XYZZY_NEEDLE"  # planted in a few files only
 RARE_FILES = 25
-RARE_REGEX = r"found \w+_NEEDLE"  # the same syntax for Python's re and grep -E
+RARE_REGEX = r"found \w+_NEEDLE"  # the same syntax for RE2 and grep -E
+# Exponential for a backtracking engine on every line of words (it never matches); RE2, like
+# GNU grep's DFA, runs it in linear time.
+TRAP_REGEX = r"(\w+ ?)+!$"
 COMMON_WORD = "error"  # appears on roughly one line in a hundred
 REPEATS = 3
 
@@ -148,6 +151,7 @@ def measure() -> list[dict[str, Any]]:
             "rare_i": ("grep", {"pattern": "xyzzy_needle", "path": ".", "ignore_case": True}),
             "regex": ("grep", {"pattern": RARE_REGEX, "path": "."}),
             "common": ("grep", {"pattern": COMMON_WORD, "path": ".", "max_matches": 200}),
+            "trap": ("grep", {"pattern": TRAP_REGEX, "path": "."}),
             "find": ("search_files", {"path": ".", "pattern": "*.log"}),
         }
         ours = asyncio.run(time_our_calls(top, calls))["timings"]
@@ -156,6 +160,7 @@ def measure() -> list[dict[str, Any]]:
             "rare_i": ["grep", "-rni", "xyzzy_needle", str(top)],
             "regex": ["grep", "-rnE", RARE_REGEX, str(top)],
             "common": f"grep -rn {COMMON_WORD} {top} | head -n 200",
+            "trap": ["grep", "-rnE", TRAP_REGEX, str(top)],
             "find": ["find", str(top), "-name", "*.log"],
         }
         baseline = {
@@ -177,6 +182,7 @@ def measure() -> list[dict[str, Any]]:
             baseline["common"],
             "<= 3x grep | head -200",
         ),
+        row(f"grep backtracking trap, {size}", ours["trap"], baseline["trap"], "<= 3x GNU grep -E"),
         row(
             f"search_files *.log, {FILES:,} files",
             ours["find"],

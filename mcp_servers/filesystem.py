@@ -1,10 +1,16 @@
 """A sandboxed MCP filesystem server over stdio.
 
-    python -m mcp_servers.filesystem [--read-only] [--verbose] ROOT [ROOT ...]
+    python -m mcp_servers.filesystem [--read-only] [--verbose] [--call-timeout S] ROOT [ROOT ...]
 
-Every path goes through `mcp_servers.sandbox.Sandbox` (see there for the containment rules).
-Tools answer in plain text (reads, listings, searches) or JSON (info, hashes and every write).
-Errors come back as MCP error results with one line; a refused path starts `security_error:`.
+Every path goes through `mcp_servers.sandbox.Sandbox` (see there for the containment rules),
+and tools then act on it through folder descriptors (`dirfd.py`), so a path swapped mid-call
+fails the call instead of leading outside. Tools answer in plain text (reads, listings,
+searches) or JSON (info, hashes and every write). Errors come back as MCP error results with
+one line; a refused path starts `security_error:`.
+
+Each tool runs in a worker thread within a time budget (`tool_runner.py`), so the server
+keeps answering pings and other calls, and honours cancellation; a line on stdin it cannot
+decode gets a JSON-RPC error (`stdio_transport.py`).
 
 Symlinks: reads and writes follow a link only when its target is inside the roots. `delete` and
 `move` act on a link itself, never on its target, and refuse a link that points outside.
@@ -33,7 +39,9 @@ from mcp_servers.errors import one_line
 from mcp_servers.reading import ReadTools
 from mcp_servers.sandbox import RootError, Sandbox, SandboxError, resolve_roots
 from mcp_servers.searching import SearchTools
+from mcp_servers.stdio_transport import stdio_streams
 from mcp_servers.tool_names import READ_TOOL_NAMES, WRITE_TOOL_NAMES
+from mcp_servers.tool_runner import DEFAULT_CALL_TIMEOUT, ToolRunner
 from mcp_servers.writing import WriteTools
 
 # The tools live by job: reading.py (listings, trees, reads, info, diffs), searching.py
@@ -69,6 +77,13 @@ class SandboxedServer(FastMCP):
             logger.info("tool %s: %s", name, message)
             raise ToolError(message) from None
 
+    async def run_stdio_async(self) -> None:
+        """FastMCP's stdio run, on a transport that answers undecodable lines."""
+        async with stdio_streams() as (read_stream, write_stream):
+            await self._mcp_server.run(
+                read_stream, write_stream, self._mcp_server.create_initialization_options()
+            )
+
 
 # -- registration and start ---------------------------------------------------------------------
 
@@ -97,20 +112,25 @@ WRITE_ANNOTATIONS: dict[str, ToolAnnotations] = {
 }
 
 
-def build_server(roots: tuple[Path, ...], *, read_only: bool = False) -> FastMCP:
+def build_server(
+    roots: tuple[Path, ...],
+    *,
+    read_only: bool = False,
+    call_timeout: float = DEFAULT_CALL_TIMEOUT,
+) -> FastMCP:
     """The server with its tools registered; with read_only no write tool exists at all."""
     server = SandboxedServer("fsagent-filesystem", log_level="WARNING")
     tools = FileTools(Sandbox(roots))
-    for name in sorted(READ_TOOL_NAMES):
+    runner = ToolRunner(call_timeout)
+    names = sorted(READ_TOOL_NAMES) + ([] if read_only else sorted(WRITE_TOOL_NAMES))
+    for name in names:
+        annotations = WRITE_ANNOTATIONS.get(name, READ_ONLY)
         server.add_tool(
-            getattr(tools, name), name=name, annotations=READ_ONLY, structured_output=False
+            runner.wrap(name, getattr(tools, name)),
+            name=name,
+            annotations=annotations,
+            structured_output=False,
         )
-    if not read_only:
-        for name in sorted(WRITE_TOOL_NAMES):
-            annotations = WRITE_ANNOTATIONS[name]
-            server.add_tool(
-                getattr(tools, name), name=name, annotations=annotations, structured_output=False
-            )
     return server
 
 
@@ -121,8 +141,22 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     )
     parser.add_argument("--read-only", action="store_true", help="register no write tool")
     parser.add_argument("--verbose", action="store_true", help="log each call to stderr")
+    parser.add_argument(
+        "--call-timeout",
+        type=positive_seconds,
+        default=DEFAULT_CALL_TIMEOUT,
+        metavar="SECONDS",
+        help=f"time budget of one tool call (default {DEFAULT_CALL_TIMEOUT:g})",
+    )
     parser.add_argument("roots", nargs="+", metavar="ROOT", help="folders the tools may touch")
     return parser.parse_args(argv)
+
+
+def positive_seconds(text: str) -> float:
+    value = float(text)
+    if not 0 < value <= 24 * 3600:
+        raise argparse.ArgumentTypeError(f"must be between 0 and 86400 seconds, got {text}")
+    return value
 
 
 def configure_logging(verbose: bool) -> None:
@@ -144,7 +178,8 @@ def main(argv: list[str] | None = None) -> int:
         return 2
     logger.info("serving %s%s", ", ".join(map(str, roots)), " (read-only)" * args.read_only)
     try:
-        build_server(roots, read_only=args.read_only).run("stdio")
+        server = build_server(roots, read_only=args.read_only, call_timeout=args.call_timeout)
+        server.run("stdio")
     except KeyboardInterrupt:
         return 130
     return 0

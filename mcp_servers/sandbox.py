@@ -9,6 +9,11 @@ Every path a tool receives goes through a `Sandbox` before anything touches the 
   ancestor, which must be inside a root; the rest of the path may not contain `..`.
 - A symlink whose target leaves the roots (directly, through a chain, or dangling) is never
   followed; the path is refused with a `security_error:` message that names the roots.
+- Names in path arguments are in the shown form of `names.py` (`\\xNN` for a byte that is
+  not UTF-8, `\\\\` for a backslash).
+
+This is the check by name. Tools then act through descriptors (`dirfd.py`), so what was
+checked here cannot be swapped for a link before it is used.
 """
 
 from __future__ import annotations
@@ -17,6 +22,8 @@ import errno
 import os
 from dataclasses import dataclass
 from pathlib import Path
+
+from mcp_servers.names import parse, quoted, quoted_given
 
 MAX_PATH_LENGTH = 4096
 SECURITY_PREFIX = "security_error:"
@@ -85,8 +92,9 @@ class Sandbox:
         return any(is_within(root, real) for root in self.roots)
 
     def refuse(self, given: str, why: str = "is outside the allowed roots") -> SecurityError:
-        roots = ", ".join(str(root) for root in self.roots)
-        return SecurityError(f"{SECURITY_PREFIX} {given!r} {why} (allowed roots: {roots})")
+        roots = ", ".join(quoted(str(root))[1:-1] for root in self.roots)
+        shown = quoted_given(given)
+        return SecurityError(f"{SECURITY_PREFIX} {shown} {why} (allowed roots: {roots})")
 
     # -- resolution -----------------------------------------------------------------------
 
@@ -96,7 +104,10 @@ class Sandbox:
         The result is a real path with no symlink in it, so acting on it cannot be redirected
         outside except by a change made in the meantime (callers open with O_NOFOLLOW).
         """
-        lexical = self.absolute(given)
+        return self.resolve_lexical(given, self.absolute(given))
+
+    def resolve_lexical(self, given: str, lexical: str) -> Resolved:
+        """`resolve` for an absolute raw path; `given` is what errors name."""
         try:
             real = Path(os.path.realpath(lexical, strict=True))
         except FileNotFoundError:
@@ -115,13 +126,13 @@ class Sandbox:
         lexical = self.absolute(given)
         name = os.path.basename(lexical)
         if name in ("", ".", "..") or Path(os.path.realpath(lexical)) in self.roots:
-            return self.resolve(given)
-        parent = self.resolve(os.path.dirname(lexical))
+            return self.resolve_lexical(given, lexical)
+        parent = self.resolve_lexical(given, os.path.dirname(lexical))
         if not parent.exists:
-            return self.resolve(given)
+            return self.resolve_lexical(given, lexical)
         entry = parent.real / name
         if not entry.is_symlink():
-            return self.resolve(str(entry))
+            return self.resolve_lexical(given, str(entry))
         self.check_link_target(given, entry)
         return Resolved(real=entry, root=parent.root, exists=True)
 
@@ -141,14 +152,15 @@ class Sandbox:
         """Validate the argument and make it absolute (relative paths start at the first root)."""
         if not isinstance(given, str):
             raise SandboxError(f"path must be a string, got {type(given).__name__}")
-        if "\x00" in given:
-            raise SandboxError("path contains a NUL byte")
         if len(given) > MAX_PATH_LENGTH:
             raise SandboxError(f"path is {len(given)} characters long (at most {MAX_PATH_LENGTH})")
         if given.strip() == "":
             raise SandboxError("path is empty")
+        raw = parse(given)
+        if "\x00" in raw:
+            raise SandboxError("path contains a NUL byte")
         # `~` is expanded so '~/notes' means what a person means; the result is still checked.
-        expanded = os.path.expanduser(given)
+        expanded = os.path.expanduser(raw)
         return os.path.join(self.roots[0], expanded)
 
     def resolve_missing(self, given: str, lexical: str) -> Resolved:
@@ -165,7 +177,9 @@ class Sandbox:
         except FileNotFoundError:
             # Only a dangling symlink exists without resolving; its target may be outside.
             self.check_link_target(given, Path(head))
-            dangling = SandboxError(f"{given!r} goes through a dangling symlink; use its target")
+            dangling = SandboxError(
+                f"{quoted_given(given)} goes through a dangling symlink; use its target"
+            )
             raise dangling from None
         except OSError as error:
             self.refuse_if_outside(given, head)
@@ -173,7 +187,7 @@ class Sandbox:
         real = ancestor.joinpath(*[part for part in tail if part not in ("", ".")])
         self.inside_or_refuse(given, ancestor, exists=True)
         if not ancestor.is_dir():
-            raise SandboxError(f"{given!r}: {ancestor.name!r} is a file, not a folder")
+            raise SandboxError(f"{quoted_given(given)}: {quoted(ancestor.name)} is not a folder")
         return self.inside_or_refuse(given, real, exists=False)
 
     def refuse_if_outside(self, given: str, lexical: str) -> None:
@@ -188,10 +202,11 @@ class Sandbox:
         return Resolved(real=real, root=root, exists=exists)
 
     def unusable(self, given: str, error: OSError) -> SandboxError:
+        shown = quoted_given(given)
         if error.errno == errno.ELOOP:
-            return SandboxError(f"{given!r} is a symlink loop")
+            return SandboxError(f"{shown} is a symlink loop")
         if error.errno == errno.ENAMETOOLONG:
-            return SandboxError(f"{given!r}: a name in it is too long")
+            return SandboxError(f"{shown}: a name in it is too long")
         if error.errno == errno.ENOTDIR:
-            return SandboxError(f"{given!r}: a part of it is a file, not a folder")
-        return SandboxError(f"{given!r}: {error.strerror or error}")
+            return SandboxError(f"{shown}: a part of it is a file, not a folder")
+        return SandboxError(f"{shown}: {error.strerror or error}")

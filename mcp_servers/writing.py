@@ -1,28 +1,69 @@
 """The write tools: atomic writes, patches, folders, copy, move and delete, and the diffs a
-dry run returns. Writes keep permissions; delete and move act on a link, never its target."""
+dry run returns.
+
+Every change is made by descriptor in the folder it was checked to be in (dirfd.py): a new
+file is written as a temp file in the destination folder and renamed over the old one, so a
+reader never sees half a file. Writes never widen permissions (permissions.py), only regular
+files are written over, whole-file edits refuse files over 8 MiB, and delete and move act on a
+link, never its target.
+"""
 
 from __future__ import annotations
 
-import difflib
 import errno
 import os
-import shutil
 import stat
-import tempfile
+from collections.abc import Callable
 from contextlib import suppress
-from pathlib import Path
-from typing import Any, Literal
+from typing import Any, Literal, TypeVar
 
 from mcp.server.fastmcp.exceptions import ToolError
 from pydantic import BaseModel
 
-from mcp_servers.fileio import decode_text, open_nofollow, read_bytes, sha256_hex
+from mcp_servers.answers import (
+    MARKER_ROOM,
+    READ_CAP,
+    CappedLines,
+    capped_json_lines,
+    more_marker,
+    to_json,
+    utf8_len,
+)
+from mcp_servers.budget import check_budget, unbounded
+from mcp_servers.diffing import DiffTooLarge, unified_diff
+from mcp_servers.dirfd import (
+    LIST_FLAGS,
+    count_tree,
+    create_temp,
+    entry_stat,
+    remove_quietly,
+    remove_tree,
+)
+from mcp_servers.fileio import (
+    EDIT_LIMIT,
+    copy_sparse,
+    decode_text,
+    kind_of,
+    not_regular,
+    open_checked,
+    open_regular,
+    read_whole,
+    sha256_hex,
+    sha256_of_fd,
+    write_all,
+)
+from mcp_servers.links import links_leaving
+from mcp_servers.names import quoted_given, show
+from mcp_servers.permissions import check_writable, take_over
 from mcp_servers.sandbox import Resolved, Sandbox, is_within
-from mcp_servers.tool_base import ToolBase, to_json
-from mcp_servers.walking import Walker
+from mcp_servers.tool_base import ToolBase, show_given
 
-MAX_WRITE_BYTES = 32 * 1024 * 1024
-TEMP_PREFIX = ".fsagent-"
+MAX_WRITE_BYTES = EDIT_LIMIT  # content a write may carry
+SKIPPED_LISTED_BYTES = 64 * 1024  # of names a folder copy lists as skipped, per list
+PERMISSION_BITS = 0o777  # a copy keeps these of the source's mode, never setuid or setgid
+NEW_FILE_FLAGS = os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC
+
+T = TypeVar("T")
 
 
 class Edit(BaseModel):
@@ -39,32 +80,35 @@ def current_umask() -> int:
     return mask
 
 
-def atomic_write(path: Path, data: bytes, mode: int) -> None:
-    """Write `data` to a temp file next to `path`, then rename it over `path`.
-
-    The rename replaces whatever entry is at `path` (a symlink included) without following it,
-    and a reader never sees a half-written file.
-    """
-    fd, temp_name = tempfile.mkstemp(dir=path.parent, prefix=TEMP_PREFIX, suffix=".tmp")
+def replace_entry(
+    folder: int, name: str, fill: Callable[[int], T], finish: Callable[[int], None]
+) -> T:
+    """Write a temp file in `folder` with `fill`, give it its owner and mode with `finish`,
+    then rename it over `name`: the entry is replaced whole (a link by a file, never its
+    target), and nothing changes if the call stops before the rename."""
+    fd, temp_name = create_temp(folder)
     try:
-        with os.fdopen(fd, "wb") as handle:
-            handle.write(data)
-            handle.flush()
-            os.fsync(handle.fileno())
-        os.chmod(temp_name, mode)
-        os.replace(temp_name, path)
+        result = fill(fd)
+        os.fsync(fd)
+        finish(fd)
+        check_budget()  # the last point where the call may stop: nothing has changed yet
+        os.rename(temp_name, name, src_dir_fd=folder, dst_dir_fd=folder)
     except BaseException:
-        with suppress(FileNotFoundError):
-            os.unlink(temp_name)
+        remove_quietly(folder, temp_name)
         raise
+    finally:
+        os.close(fd)
+    return result
 
 
-def diff_lines(old: str, new: str, name: str) -> list[str]:
-    """A unified diff as a list of lines (without line ends), readable inside JSON."""
-    diff = difflib.unified_diff(
-        old.splitlines(), new.splitlines(), f"a/{name}", f"b/{name}", lineterm=""
-    )
-    return list(diff)
+def writer_of(*parts: bytes) -> Callable[[int], None]:
+    def fill(fd: int) -> None:
+        offset = 0
+        for part in parts:
+            write_all(fd, part, offset)
+            offset += len(part)
+
+    return fill
 
 
 class WriteTools(ToolBase):
@@ -88,13 +132,34 @@ class WriteTools(ToolBase):
         The write is atomic and keeps the file's permissions. dry_run=True changes nothing and
         returns the diff it would apply.
         """
+        # The owner is kept too (or set-id bits cleared), a file without a write bit for the
+        # server's user is refused, and appends edit files up to 8 MiB (permissions.py).
         new_part = content.encode("utf-8")
         if len(new_part) > MAX_WRITE_BYTES:
-            raise ToolError("invalid_argument: content is larger than 32 MiB")
+            raise ToolError(f"invalid_argument: content is larger than {MAX_WRITE_BYTES:,} bytes")
         target = self.sandbox.resolve(path)
-        old = self.current_bytes(target, path)
-        new = (old or b"") + new_part if mode == "append" else new_part
-        return self.replace_content(target, old, new, dry_run)
+        if not target.exists:
+            return self.create(target, new_part, dry_run)
+        shown = self.raw_relative(target.real)
+        with self.places.parent(target.real) as (folder, name):
+            fd, found = open_regular(folder, name, shown)
+            try:
+                check_writable(found, shown)
+                if mode == "append":
+                    job = "write_file with mode='append'"
+                    old = read_whole(fd, shown, job)
+                    result = self.result(target, old, old + new_part)
+                    if dry_run:
+                        return self.dry_run(result, old, old + new_part)
+                    replace_entry(folder, name, writer_of(old, new_part), finisher(found))
+                    return to_json(result)
+                if dry_run:
+                    return self.write_dry_run(target, fd, found, new_part)
+                old_digest = sha256_of_fd(fd)
+            finally:
+                os.close(fd)
+            replace_entry(folder, name, writer_of(new_part), finisher(found))
+        return to_json(self.result(target, None, new_part, old_digest))
 
     def patch_file(
         self,
@@ -111,38 +176,57 @@ class WriteTools(ToolBase):
         """
         if not edits:
             raise ToolError("invalid_argument: edits is empty")
-        target = self.existing_file(path)
-        old = read_bytes(target.real)
-        if expected_sha256 is not None and expected_sha256.lower() != sha256_hex(old):
-            raise ToolError(
-                f"patch refused: {path} changed (sha256 is {sha256_hex(old)}, "
-                f"expected {expected_sha256}); read it again and redo the edits"
-            )
-        text = decode_text(old)
-        if text is None:
-            raise ToolError(f"{path} is binary; patch_file edits text files only")
-        patched = apply_edits(text, edits, path)
-        return self.replace_content(target, old, patched.encode("utf-8"), dry_run)
+        target = self.existing(path)
+        shown = self.raw_relative(target.real)
+        with self.places.parent(target.real) as (folder, name):
+            fd, found = open_regular(folder, name, shown)
+            try:
+                check_writable(found, shown)
+                old = read_whole(fd, shown, "patch_file")
+            finally:
+                os.close(fd)
+            if expected_sha256 is not None and expected_sha256.lower() != sha256_hex(old):
+                raise ToolError(
+                    f"patch refused: {show_given(path)} changed (sha256 is {sha256_hex(old)}, "
+                    f"expected {expected_sha256}); read it again and redo the edits"
+                )
+            text = decode_text(old)
+            if text is None:
+                raise ToolError(f"{show_given(path)} is binary; patch_file edits text files only")
+            new = apply_edits(text, edits, show_given(path)).encode("utf-8")
+            result = self.result(target, old, new)
+            if dry_run:
+                return self.dry_run(result, old, new)
+            replace_entry(folder, name, writer_of(new), finisher(found))
+        return to_json(result)
 
     def make_dir(self, path: str) -> str:
         """Create a folder, and any missing parents. An existing folder is left as it is."""
         target = self.sandbox.resolve(path)
         if target.exists and not target.real.is_dir():
-            raise ToolError(f"{path!r} exists and is a file")
+            raise ToolError(f"{quoted_given(path)} exists and is a file")
         if not target.exists:
-            os.makedirs(target.real)
+            with self.places.folder(target.real, create=True):
+                pass
         return to_json({"path": self.relative(target.real), "created": not target.exists})
 
     def touch(self, path: str) -> str:
         """Create an empty file, or update the modification time of an existing one."""
         target = self.sandbox.resolve(path)
-        if target.exists:
-            os.utime(target.real, follow_symlinks=False)
-        else:
-            target.real.parent.mkdir(parents=True, exist_ok=True)
-            flags = os.O_WRONLY | os.O_CREAT | os.O_EXCL
-            os.close(open_nofollow(target.real, flags, self.new_file_mode))
-        size = target.real.stat().st_size
+        shown = self.raw_relative(target.real)
+        if target.real in self.sandbox.roots:
+            with self.listed_folder(target) as root:
+                os.utime(root)
+            return to_json({"path": self.relative(target.real), "created": False, "size": 0})
+        with self.places.parent(target.real, create=not target.exists) as (folder, name):
+            if target.exists:
+                found = entry_stat(folder, name)
+                if stat.S_ISREG(found.st_mode):
+                    check_writable(found, shown)
+                os.utime(name, dir_fd=folder, follow_symlinks=False)
+            else:
+                os.close(os.open(name, NEW_FILE_FLAGS, self.new_file_mode, dir_fd=folder))
+            size = entry_stat(folder, name).st_size
         relative = self.relative(target.real)
         return to_json({"path": relative, "created": not target.exists, "size": size})
 
@@ -151,20 +235,16 @@ class WriteTools(ToolBase):
 
         A folder copy skips symlinks (and lists them); it never copies a link's target.
         """
+        # Holes of sparse files are kept; the copy gets the source's permission bits, never
+        # setuid or setgid; special files in a folder are skipped and listed too.
         src = self.existing(source)
         dst = self.destination(destination, overwrite, src)
         if src.real.is_dir():
             if is_within(dst.real, src.real):
-                raise ToolError(f"cannot copy {source!r} into itself")
-            summary = copy_tree(src.real, dst.real, self.walker)
-            shown = self.shown_below(src.real)
-            summary["skipped_links"] = [shown(link) for link in summary["skipped_links"]]
+                raise ToolError(f"cannot copy {quoted_given(source)} into itself")
+            summary = self.copy_folder(src, dst)
         else:
-            data = read_bytes(src.real)
-            mode = stat.S_IMODE(src.real.stat().st_mode)
-            dst.real.parent.mkdir(parents=True, exist_ok=True)
-            atomic_write(dst.real, data, mode)
-            summary = {"files": 1, "bytes": len(data), "sha256": sha256_hex(data)}
+            summary = self.copy_file(source, dst)
         return to_json(
             {
                 "source": self.relative(src.real),
@@ -179,26 +259,34 @@ class WriteTools(ToolBase):
 
         An existing destination file is replaced only if overwrite=True.
         """
+        # A move that would leave a relative link pointing outside the roots is refused.
         src = self.sandbox.resolve_entry(source)
         if not src.exists:
-            raise ToolError(f"not found: {source}")
+            raise ToolError(f"not found: {show_given(source)}")
         self.refuse_root(src, source, "move it")
         dst = self.destination(destination, overwrite, src)
-        if src.real.is_dir() and not src.real.is_symlink() and is_within(dst.real, src.real):
-            raise ToolError(f"cannot move {source!r} into itself")
-        dst.real.parent.mkdir(parents=True, exist_ok=True)
-        kind = entry_kind(src.real)
-        try:
-            os.rename(src.real, dst.real)
-        except OSError as error:
-            if error.errno != errno.EXDEV:
-                raise
-            shutil.move(src.real, dst.real)  # another filesystem: copy, then remove
+        is_link = src.real.is_symlink()
+        if src.real.is_dir() and not is_link and is_within(dst.real, src.real):
+            raise ToolError(f"cannot move {quoted_given(source)} into itself")
+        self.refuse_links_leaving(src, dst, is_link)
+        with (
+            self.places.parent(src.real) as (src_folder, src_name),
+            self.places.parent(dst.real, create=True) as (dst_folder, dst_name),
+        ):
+            found = entry_stat(src_folder, src_name)
+            if dst.exists:
+                self.check_replaceable(dst_folder, dst_name, self.raw_relative(dst.real))
+            try:
+                os.rename(src_name, dst_name, src_dir_fd=src_folder, dst_dir_fd=dst_folder)
+            except OSError as error:
+                if error.errno != errno.EXDEV:
+                    raise
+                self.move_across(src_folder, src_name, dst_folder, dst_name, found, source)
         return to_json(
             {
                 "source": self.relative(src.real),
                 "destination": self.relative(dst.real),
-                "type": kind,
+                "type": kind_of(found.st_mode),
                 "replaced": dst.exists,
             }
         )
@@ -210,63 +298,200 @@ class WriteTools(ToolBase):
         """
         target = self.sandbox.resolve_entry(path)
         if not target.exists:
-            raise ToolError(f"not found: {path}")
+            raise ToolError(f"not found: {show_given(path)}")
         self.refuse_root(target, path, "delete it")
-        kind = entry_kind(target.real)
         relative = self.relative(target.real)
-        if kind != "folder":
-            size = target.real.lstat().st_size if kind == "file" else 0
-            target.real.unlink()
-            return to_json({"path": relative, "type": kind, "files": 1, "bytes": size})
-        counts = count_tree(target.real)
-        if counts["files"] + counts["folders"] and not recursive:
-            entries = counts["files"] + counts["folders"]
-            raise ToolError(
-                f"folder {path!r} is not empty ({entries:,} entries inside); "
-                "pass recursive=True to delete it with everything in it"
-            )
-        shutil.rmtree(target.real)  # fd-based on Linux: removes links, never follows them
+        with self.places.parent(target.real) as (folder, name):
+            found = entry_stat(folder, name)
+            kind = kind_of(found.st_mode)
+            if kind != "folder":
+                size = found.st_size if stat.S_ISREG(found.st_mode) else 0
+                os.unlink(name, dir_fd=folder)
+                return to_json({"path": relative, "type": kind, "files": 1, "bytes": size})
+            listed = os.open(name, LIST_FLAGS, dir_fd=folder)
+            try:
+                counts = count_tree(listed)
+            finally:
+                os.close(listed)
+            if counts["files"] + counts["folders"] and not recursive:
+                entries = counts["files"] + counts["folders"]
+                raise ToolError(
+                    f"folder {quoted_given(path)} is not empty ({entries:,} entries inside); "
+                    "pass recursive=True to delete it with everything in it"
+                )
+            remove_tree(folder, name)
         return to_json({"path": relative, "type": "folder", **counts})
 
     # -- helpers for the tools above ------------------------------------------------------
+
+    def create(self, target: Resolved, content: bytes, dry_run: bool) -> str:
+        """A new file (and its missing folders) with `content`."""
+        result = self.result(target, None, content)
+        if dry_run:
+            return self.dry_run(result, None, content)
+        with self.places.parent(target.real, create=True) as (folder, name):
+            mode = self.new_file_mode
+            replace_entry(folder, name, writer_of(content), lambda fd: os.fchmod(fd, mode))
+        return to_json(result)
+
+    def write_dry_run(self, target: Resolved, fd: int, found: os.stat_result, new: bytes) -> str:
+        """What replacing the open file `fd` with `new` would change."""
+        if found.st_size > EDIT_LIMIT:
+            result = self.result(target, None, new, sha256_of_fd(fd))
+            return self.dry_run(result, None, new, old_size=found.st_size)
+        old = read_whole(fd, self.raw_relative(target.real), "a dry run of write_file")
+        return self.dry_run(self.result(target, old, new), old, new)
+
+    def result(
+        self, target: Resolved, old: bytes | None, new: bytes, old_digest: str | None = None
+    ) -> dict[str, Any]:
+        if old is not None:
+            old_digest = sha256_hex(old)
+        return {
+            "path": self.relative(target.real),
+            "size": len(new),
+            "old_sha256": old_digest,
+            "new_sha256": sha256_hex(new),
+        }
+
+    def dry_run(
+        self, result: dict[str, Any], old: bytes | None, new: bytes, old_size: int = 0
+    ) -> str:
+        """The result with the diff the change would make, within the answer cap."""
+        result = {**result, "dry_run": True}
+        if old_size:
+            diff = [
+                f"(the file is {old_size:,} bytes, too large to diff; it would be replaced "
+                f"by {len(new):,} bytes)"
+            ]
+        else:
+            diff = preview(old, new, result["path"])
+        room = READ_CAP - utf8_len(to_json({**result, "diff": []})) - MARKER_ROOM
+        shown, hidden = capped_json_lines(diff, room)
+        if hidden:
+            shown.append(f"… [cut: {hidden:,} more lines of diff]")
+        return to_json({**result, "diff": shown})
+
+    def copy_file(self, source: str, dst: Resolved) -> dict[str, Any]:
+        with self.opened_file(source) as (reader, found, _):
+            with self.places.parent(dst.real, create=True) as (folder, name):
+                if dst.exists:
+                    self.check_replaceable(folder, name, self.raw_relative(dst.real))
+                mode = stat.S_IMODE(found.st_mode) & PERMISSION_BITS
+                size, digest = replace_entry(
+                    folder,
+                    name,
+                    lambda fd: copy_sparse(reader, fd),
+                    lambda fd: os.fchmod(fd, mode),
+                )
+        return {"files": 1, "bytes": size, "sha256": digest}
+
+    def copy_folder(self, src: Resolved, dst: Resolved) -> dict[str, Any]:
+        """Copy a folder's files and folders; links and special files are skipped and
+        listed, never followed or opened. A copy cut short is removed."""
+        with self.places.parent(dst.real, create=True) as (folder, name):
+            os.mkdir(name, 0o700, dir_fd=folder)
+            try:
+                return self.copy_into(src, os.open(name, LIST_FLAGS, dir_fd=folder))
+            except BaseException:
+                with suppress(OSError), unbounded():
+                    remove_tree(folder, name)
+                raise
+
+    def copy_into(self, src: Resolved, top: int) -> dict[str, Any]:
+        files = folders = size = 0
+        skipped_links = CappedLines(SKIPPED_LISTED_BYTES)
+        skipped_other = CappedLines(SKIPPED_LISTED_BYTES)
+        shown = self.shown_below(src.real)
+        opened = [(top, stat.S_IMODE(self.stat_of(src).st_mode))]
+        try:
+            for entry, depth in self.walker.walk(src.real):
+                while len(opened) > depth + 1:
+                    close_folder(*opened.pop())
+                below = opened[-1][0]
+                if entry.kind == "dir":
+                    mode = entry_stat(entry.folder_fd, entry.name).st_mode
+                    os.mkdir(entry.name, 0o700, dir_fd=below)
+                    opened.append((os.open(entry.name, LIST_FLAGS, dir_fd=below), mode))
+                    folders += 1
+                elif entry.kind == "file":
+                    size += copy_entry(entry.folder_fd, entry.name, below, entry.path)
+                    files += 1
+                elif entry.kind == "link":
+                    skipped_links.add(shown(entry.relative))
+                else:
+                    skipped_other.add(shown(entry.relative))
+        finally:
+            while opened:
+                close_folder(*opened.pop())
+        return {
+            "files": files,
+            "folders": folders,
+            "bytes": size,
+            "skipped_links": listed(skipped_links),
+            "skipped_other": listed(skipped_other),
+        }
+
+    def move_across(
+        self,
+        src_folder: int,
+        src_name: str,
+        dst_folder: int,
+        dst_name: str,
+        found: os.stat_result,
+        source: str,
+    ) -> None:
+        """A move to another filesystem: copy, then remove the original (files and links)."""
+        if stat.S_ISLNK(found.st_mode):
+            text = os.readlink(src_name, dir_fd=src_folder)
+            with suppress(FileNotFoundError):
+                os.unlink(dst_name, dir_fd=dst_folder)
+            os.symlink(text, dst_name, dir_fd=dst_folder)
+        elif stat.S_ISREG(found.st_mode):
+            reader, found = open_checked(src_folder, src_name, source)
+            try:
+                replace_entry(
+                    dst_folder,
+                    dst_name,
+                    lambda fd: copy_sparse(reader, fd),
+                    finisher(found),
+                )
+            finally:
+                os.close(reader)
+        else:
+            raise ToolError(
+                f"cannot move {quoted_given(source)} to another filesystem: it is a "
+                f"{kind_of(found.st_mode)}; copy it there, then delete the original"
+            )
+        os.unlink(src_name, dir_fd=src_folder)
 
     def refuse_root(self, resolved: Resolved, given: str, action: str) -> None:
         if self.sandbox.contains_a_root(resolved.real):
             raise self.sandbox.refuse(given, f"is an allowed root or holds one; cannot {action}")
 
-    def current_bytes(self, target: Resolved, given: str) -> bytes | None:
-        if not target.exists:
-            return None
-        if target.real.is_dir():
-            raise ToolError(f"{given!r} is a folder, not a file")
-        return read_bytes(target.real)
+    def refuse_links_leaving(self, src: Resolved, dst: Resolved, is_link: bool) -> None:
+        if not is_link and not src.real.is_dir():
+            return  # a file takes no link along
+        leaving = links_leaving(self.sandbox, self.walker, src.real, dst.real, is_link)
+        if not leaving:
+            return
+        below, text = leaving[0]
+        link = self.relative(src.real / below if below else src.real)
+        more = f" (and {len(leaving) - 1:,} more)" if len(leaving) > 1 else ""
+        raise ToolError(
+            f"move refused: symlink '{link}' -> '{show(text)}'{more} would point outside the "
+            "allowed roots from its new place; nothing was moved"
+        )
 
-    def replace_content(
-        self, target: Resolved, old: bytes | None, new: bytes, dry_run: bool
-    ) -> str:
-        relative = self.relative(target.real)
-        result: dict[str, Any] = {
-            "path": relative,
-            "size": len(new),
-            "old_sha256": sha256_hex(old) if old is not None else None,
-            "new_sha256": sha256_hex(new),
-        }
-        if dry_run:
-            result["dry_run"] = True
-            result["diff"] = self.preview(old, new, relative)
-            return to_json(result)
-        mode = stat.S_IMODE(target.real.stat().st_mode) if old is not None else self.new_file_mode
-        target.real.parent.mkdir(parents=True, exist_ok=True)
-        atomic_write(target.real, new, mode)
-        return to_json(result)
-
-    def preview(self, old: bytes | None, new: bytes, relative: str) -> list[str]:
-        old_text = "" if old is None else decode_text(old)
-        new_text = decode_text(new)
-        if old_text is None or new_text is None:
-            return [f"(binary: {len(old or b''):,} bytes would become {len(new):,} bytes)"]
-        lines = diff_lines(old_text, new_text, relative)
-        return lines or ["(no change)"]
+    def check_replaceable(self, folder: int, name: str, shown: str) -> None:
+        """An existing destination may be replaced only if a regular file we may write, or a
+        link (which is replaced itself)."""
+        found = entry_stat(folder, name)
+        if stat.S_ISLNK(found.st_mode):
+            return
+        if not stat.S_ISREG(found.st_mode):
+            raise not_regular(shown, found.st_mode)
+        check_writable(found, shown)
 
     def destination(self, given: str, overwrite: bool, source: Resolved) -> Resolved:
         """Resolve a copy/move destination and check it may be (re)placed."""
@@ -277,18 +502,64 @@ class WriteTools(ToolBase):
         if not dst.exists:
             return dst
         if not overwrite:
-            raise ToolError(f"destination exists: {given}; pass overwrite=True to replace it")
+            raise ToolError(
+                f"destination exists: {show_given(given)}; pass overwrite=True to replace it"
+            )
         if dst.real.is_dir() and not dst.real.is_symlink():
-            raise ToolError(f"destination {given!r} is a folder; delete it first to replace it")
+            raise ToolError(
+                f"destination {quoted_given(given)} is a folder; delete it first to replace it"
+            )
         if source.real.is_dir() and not source.real.is_symlink():
-            raise ToolError(f"cannot replace file {given!r} with a folder; delete it first")
+            raise ToolError(
+                f"cannot replace file {quoted_given(given)} with a folder; delete it first"
+            )
         return dst
 
 
-def entry_kind(path: Path) -> str:
-    if path.is_symlink():
-        return "symlink"
-    return "folder" if path.is_dir() else "file"
+def finisher(old: os.stat_result) -> Callable[[int], None]:
+    """Gives a replacement file the owner, group and mode of the file it replaces."""
+    return lambda fd: take_over(fd, old)
+
+
+def listed(names: CappedLines) -> list[str]:
+    """The names kept, and how many more there were."""
+    return names.lines + ([more_marker(names.hidden)] if names.hidden else [])
+
+
+def close_folder(fd: int, mode: int) -> None:
+    """Close a copied folder, giving it its source's permission bits now that it is full."""
+    try:
+        os.fchmod(fd, stat.S_IMODE(mode) & PERMISSION_BITS)
+    finally:
+        os.close(fd)
+
+
+def copy_entry(source_folder: int, name: str, destination_folder: int, path: str) -> int:
+    """Copy the regular file `name` between folders (holes kept); return its size."""
+    reader, found = open_checked(source_folder, name, path)
+    try:
+        mode = stat.S_IMODE(found.st_mode) & PERMISSION_BITS
+        writer = os.open(name, NEW_FILE_FLAGS, 0o600, dir_fd=destination_folder)
+        try:
+            size, _ = copy_sparse(reader, writer)
+            os.fchmod(writer, mode)
+        finally:
+            os.close(writer)
+    finally:
+        os.close(reader)
+    return size
+
+
+def preview(old: bytes | None, new: bytes, relative: str) -> list[str]:
+    old_text = "" if old is None else decode_text(old)
+    new_text = decode_text(new)
+    if old_text is None or new_text is None:
+        return [f"(binary: {len(old or b''):,} bytes would become {len(new):,} bytes)"]
+    try:
+        lines = list(unified_diff(old_text, new_text, f"a/{relative}", f"b/{relative}"))
+    except DiffTooLarge as too_large:
+        return [f"({too_large.describe()})"]
+    return lines or ["(no change)"]
 
 
 def line_ending_of(text: str) -> str:
@@ -305,6 +576,7 @@ def apply_edits(text: str, edits: list[Edit], path: str) -> str:
     newline = line_ending_of(text)
     patched = text
     for number, edit in enumerate(edits, start=1):
+        check_budget()
         old = with_line_ending(edit.old_text, newline)
         if not old:
             raise ToolError(f"edit {number}: old_text is empty")
@@ -320,51 +592,3 @@ def apply_edits(text: str, edits: list[Edit], path: str) -> str:
     if text.endswith("\n") and patched and not patched.endswith("\n"):
         patched += newline  # an edit that swallowed the final newline keeps it
     return patched
-
-
-def count_tree(folder: Path) -> dict[str, int]:
-    """Files (links included), folders and file bytes below `folder`, following no link."""
-    files = folders = size = 0
-    pending = [folder]
-    while pending:
-        with os.scandir(pending.pop()) as items:
-            for item in items:
-                if item.is_dir(follow_symlinks=False):
-                    folders += 1
-                    pending.append(Path(item.path))
-                    continue
-                files += 1
-                if item.is_file(follow_symlinks=False):
-                    size += item.stat(follow_symlinks=False).st_size
-    return {"files": files, "folders": folders, "bytes": size}
-
-
-def copy_tree(source: Path, destination: Path, walker: Walker) -> dict[str, Any]:
-    """Copy a folder's files and folders; links are skipped and returned, never followed."""
-    os.makedirs(destination)
-    shutil.copymode(source, destination)
-    files = folders = size = 0
-    skipped: list[str] = []
-    for entry, _ in walker.walk(source):
-        target = destination / entry.relative
-        if entry.kind == "dir":
-            os.mkdir(target)
-            shutil.copymode(entry.path, target, follow_symlinks=False)
-            folders += 1
-        elif entry.kind == "file":
-            size += copy_one_file(Path(entry.path), target)
-            files += 1
-        elif entry.kind == "link":
-            skipped.append(entry.relative)
-    return {"files": files, "folders": folders, "bytes": size, "skipped_links": skipped}
-
-
-def copy_one_file(source: Path, destination: Path) -> int:
-    mode = stat.S_IMODE(source.lstat().st_mode)
-    flags = os.O_WRONLY | os.O_CREAT | os.O_EXCL
-    with (
-        os.fdopen(open_nofollow(source), "rb") as reader,
-        os.fdopen(open_nofollow(destination, flags, mode), "wb") as writer,
-    ):
-        shutil.copyfileobj(reader, writer, 1024 * 1024)
-        return writer.tell()

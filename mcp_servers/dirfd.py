@@ -1,0 +1,212 @@
+"""Acting on paths through folder descriptors, so a path swapped mid-call cannot lead outside.
+
+The sandbox checks a path by name; by the time a tool acts on it, another process may have
+swapped a folder on it for a symlink to somewhere else. So a tool never acts by name: it opens
+the checked real path again from its root's descriptor, one name at a time with `O_NOFOLLOW`
+(a folder that is now a link, or a file, fails the call), and then creates, opens, renames,
+unlinks and removes with `dir_fd` (the `*at` calls) in the folder it reached. A race can make
+a call fail; it cannot make it reach outside.
+"""
+
+from __future__ import annotations
+
+import errno
+import os
+import secrets
+from collections.abc import Iterator
+from contextlib import contextmanager, suppress
+from pathlib import Path
+
+from mcp_servers.budget import check_budget
+from mcp_servers.names import quoted
+from mcp_servers.sandbox import Sandbox, SandboxError
+
+# O_PATH reaches a folder without needing read permission on it; a listing opens it again.
+PATH_FLAGS = os.O_PATH | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC
+LIST_FLAGS = os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC
+TEMP_PREFIX = ".fsagent-"
+
+
+class ChangedError(SandboxError):
+    """A folder on a checked path changed (into a link or a file) while the call ran."""
+
+
+def changed(shown_path: str, name: str) -> ChangedError:
+    return ChangedError(
+        f"{quoted(shown_path)} changed while this call ran: {quoted(name)} on its way is no "
+        "longer a folder (now a symlink or a file); nothing was done there"
+    )
+
+
+def walk_down(start: int, names: tuple[str, ...], path: str, create: bool = False) -> int:
+    """An O_PATH descriptor of the folder `names` below `start`, opened one name at a time
+    without following any link; with `create`, missing folders are made on the way.
+
+    `path` (raw) names the folder in errors. The caller closes the descriptor.
+    """
+    current = os.dup(start)
+    try:
+        for name in names:
+            following = open_step(current, name, path, create)
+            os.close(current)
+            current = following
+    except BaseException:
+        os.close(current)
+        raise
+    return current
+
+
+def open_step(folder: int, name: str, path: str, create: bool) -> int:
+    try:
+        return os.open(name, PATH_FLAGS, dir_fd=folder)
+    except FileNotFoundError:
+        if not create:
+            raise FileNotFoundError(errno.ENOENT, os.strerror(errno.ENOENT), path) from None
+    except OSError as error:
+        if error.errno in (errno.ELOOP, errno.ENOTDIR):
+            raise changed(path, name) from None
+        raise OSError(error.errno, error.strerror, path) from None
+    with suppress(FileExistsError):  # made meanwhile by someone else: fine if a folder
+        os.mkdir(name, 0o777, dir_fd=folder)
+    return open_step(folder, name, path, create=False)
+
+
+def open_listable(folder: int) -> int:
+    """A descriptor of the same folder that can be listed (O_PATH ones cannot)."""
+    return os.open(".", LIST_FLAGS, dir_fd=folder)
+
+
+def entry_stat(folder: int, name: str) -> os.stat_result:
+    """The entry itself (a link stays a link)."""
+    return os.stat(name, dir_fd=folder, follow_symlinks=False)
+
+
+def create_temp(folder: int) -> tuple[int, str]:
+    """A new private file in `folder` for an atomic replace: (descriptor, name)."""
+    flags = os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC
+    while True:
+        name = f"{TEMP_PREFIX}{secrets.token_hex(8)}.tmp"
+        try:
+            return os.open(name, flags, 0o600, dir_fd=folder), name
+        except FileExistsError:
+            continue
+
+
+def remove_quietly(folder: int, name: str) -> None:
+    with suppress(FileNotFoundError):
+        os.unlink(name, dir_fd=folder)
+
+
+def scan_names(folder: int) -> Iterator[os.DirEntry[str]]:
+    """Entries of a listable folder, streamed (a folder may hold millions)."""
+    with os.scandir(folder) as items:
+        yield from items
+
+
+def count_tree(folder: int) -> dict[str, int]:
+    """Files (links and special files included), folders and file bytes below a listable
+    folder, following no link; memory stays small however large the tree."""
+    files = folders = size = 0
+    stack = [(os.dup(folder), scan_names(folder))]
+    try:
+        while stack:
+            check_budget()
+            current, items = stack[-1]
+            item = next(items, None)
+            if item is None:
+                stack.pop()
+                os.close(current)
+                continue
+            if item.is_dir(follow_symlinks=False):
+                folders += 1
+                child = os.open(item.name, LIST_FLAGS, dir_fd=current)
+                stack.append((child, scan_names(child)))
+                continue
+            files += 1
+            if item.is_file(follow_symlinks=False):
+                size += item.stat(follow_symlinks=False).st_size
+    finally:
+        for current, items in stack:
+            items.close()
+            os.close(current)
+    return {"files": files, "folders": folders, "bytes": size}
+
+
+def remove_tree(parent: int, name: str) -> None:
+    """Remove folder `name` in `parent` and everything in it, following no link.
+
+    Every folder is opened with O_NOFOLLOW from its parent's descriptor and its entries are
+    unlinked by name in it, so a folder swapped for a link meanwhile fails the call instead of
+    emptying the link's target; the listing is streamed, so memory stays small.
+    """
+    top = os.open(name, LIST_FLAGS, dir_fd=parent)
+    stack = [(top, scan_names(top), parent, name)]
+    try:
+        while stack:
+            check_budget()
+            current, items, above, own_name = stack[-1]
+            item = next(items, None)
+            if item is None:
+                stack.pop()
+                items.close()
+                os.close(current)
+                os.rmdir(own_name, dir_fd=above)
+                continue
+            if item.is_dir(follow_symlinks=False):
+                child = os.open(item.name, LIST_FLAGS, dir_fd=current)
+                stack.append((child, scan_names(child), current, item.name))
+            else:
+                os.unlink(item.name, dir_fd=current)
+    finally:
+        for current, items, _, _ in stack:
+            items.close()
+            os.close(current)
+
+
+class Places:
+    """Checked real paths, reached by descriptor from the descriptor of their root.
+
+    The roots are opened once, at start, so a root renamed or swapped later is not followed
+    either.
+    """
+
+    def __init__(self, sandbox: Sandbox) -> None:
+        self.sandbox = sandbox
+        self.root_fds = {root: os.open(root, PATH_FLAGS) for root in sandbox.roots}
+
+    def names_below_root(self, real: Path) -> tuple[Path, tuple[str, ...]]:
+        root = self.sandbox.root_of(real)
+        if root is None:  # cannot happen for a checked path; never act outside
+            raise self.sandbox.refuse(str(real))
+        return root, real.relative_to(root).parts
+
+    @contextmanager
+    def folder(self, real: Path, create: bool = False) -> Iterator[int]:
+        """An O_PATH descriptor of the folder `real` (made, with its parents, if `create`)."""
+        root, names = self.names_below_root(real)
+        fd = walk_down(self.root_fds[root], names, self.shown(real), create)
+        try:
+            yield fd
+        finally:
+            os.close(fd)
+
+    @contextmanager
+    def parent(self, real: Path, create: bool = False) -> Iterator[tuple[int, str]]:
+        """(descriptor of the folder holding `real`, its name there), to act on the entry."""
+        root, names = self.names_below_root(real)
+        if not names:
+            raise SandboxError(f"{quoted(str(real))} is an allowed root, not an entry in one")
+        fd = walk_down(self.root_fds[root], names[:-1], self.shown(real.parent), create)
+        try:
+            yield fd, names[-1]
+        finally:
+            os.close(fd)
+
+    def shown(self, real: Path) -> str:
+        """`real` as errors name it: relative to the first root, raw (errors escape it)."""
+        root = self.sandbox.root_of(real)
+        if root is None:
+            return "?"
+        if root == self.sandbox.roots[0]:
+            return real.relative_to(root).as_posix() or "."
+        return str(real)

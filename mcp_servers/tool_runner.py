@@ -1,0 +1,75 @@
+"""Tools run off the event loop, each within a time budget, and stop when cancelled.
+
+FastMCP calls a plain function on the event loop, so one slow call (a huge tree, a slow disk)
+would keep the server from answering anything else, pings included. Each tool is registered as
+an async wrapper that runs the function in a worker thread, so the loop keeps answering other
+requests, and MCP cancellation (`notifications/cancelled`) reaches the work through its budget.
+
+A call's work checks its budget as it goes (see `budget.py`) and stops itself with a clear
+error at the deadline. If it does not get back within a short grace after that (a syscall that
+blocks), the call is answered with a timeout anyway and the thread is left to finish alone.
+"""
+
+from __future__ import annotations
+
+import functools
+import logging
+from collections.abc import Callable
+from typing import Any
+
+import anyio
+import anyio.to_thread
+
+from mcp_servers.budget import CallBudget, CallStopped
+
+logger = logging.getLogger("fsagent.filesystem")
+
+DEFAULT_CALL_TIMEOUT = 30.0  # seconds a call may take, unless --call-timeout says otherwise
+GRACE_SECONDS = 2.0  # how long after its deadline a call gets to stop itself
+MAX_RUNNING = 4  # tool calls running at once; more wait their turn (memory stays bounded)
+
+
+class ToolRunner:
+    """Runs tool functions in worker threads, each call with its own budget."""
+
+    def __init__(self, seconds: float = DEFAULT_CALL_TIMEOUT, max_running: int = MAX_RUNNING):
+        self.seconds = seconds
+        self.limiter = anyio.CapacityLimiter(max_running)
+
+    def wrap(self, name: str, work: Callable[..., str]) -> Callable[..., Any]:
+        """An async tool with `work`'s signature (FastMCP reads it) that runs `work` here."""
+
+        @functools.wraps(work)
+        async def run_off_the_loop(**arguments: Any) -> str:
+            return await self.run(name, work, arguments)
+
+        return run_off_the_loop
+
+    async def run(self, name: str, work: Callable[..., str], arguments: dict[str, Any]) -> str:
+        budget = CallBudget(name, self.seconds)
+        try:
+            with anyio.move_on_after(self.seconds + GRACE_SECONDS):
+                answer = await anyio.to_thread.run_sync(
+                    budget.run, work, arguments, abandon_on_cancel=True, limiter=self.limiter
+                )
+                return valid_utf8(name, answer)
+        except anyio.get_cancelled_exc_class():
+            budget.cancel()  # the client cancelled: the thread stops at its next check
+            logger.info("tool %s cancelled", name)
+            raise
+        budget.cancel()
+        logger.warning("tool %s did not stop within its budget; left to finish", name)
+        raise CallStopped(
+            f"timeout: {name} did not answer within its {self.seconds:g} s budget and was "
+            "abandoned; it may still complete, so check its effect before retrying"
+        )
+
+
+def valid_utf8(name: str, answer: str) -> str:
+    """The answer as it can go out: names are escaped (names.py), so this only guards."""
+    try:
+        answer.encode("utf-8")
+    except UnicodeEncodeError:
+        logger.warning("tool %s answered text that is not UTF-8; escaped it", name)
+        return answer.encode("utf-8", "backslashreplace").decode("utf-8")
+    return answer
