@@ -77,7 +77,8 @@ class Store(Protocol):
 
     @property
     def location(self) -> str:
-        """Where the store is, as the person named it (a path, a URL without password)."""
+        """Where the store is, as the person may see it (a path, or a URL with its password
+        masked)."""
         ...
 
     @property

@@ -1,4 +1,5 @@
-"""What a store raises that a person must hear about; the message is the one line they see."""
+"""What a store tells a person: the errors it raises (the message is the one line they see),
+and how a missing store is said."""
 
 from dataclasses import dataclass
 

@@ -129,17 +129,19 @@ class PostgresStore:
         )
 
     async def _release(self, thread: str) -> None:
-        if self.conn.closed:
-            return  # the lease went with the connection
-        async with self.lock:
-            await self.conn.execute(
-                "UPDATE fsagent_threads SET pid = NULL, host = NULL "
-                "WHERE name = %s AND pid = %s AND host = %s",
-                (thread, os.getpid(), host_name()),
-            )
-            await self.conn.execute(
-                "SELECT pg_advisory_unlock(hashtextextended(%s, 0))", (LEASE_PREFIX + thread,)
-            )
+        try:
+            async with self.lock:
+                await self.conn.execute(
+                    "UPDATE fsagent_threads SET pid = NULL, host = NULL "
+                    "WHERE name = %s AND pid = %s AND host = %s",
+                    (thread, os.getpid(), host_name()),
+                )
+                await self.conn.execute(
+                    "SELECT pg_advisory_unlock(hashtextextended(%s, 0))",
+                    (LEASE_PREFIX + thread,),
+                )
+        except psycopg.OperationalError:
+            pass  # the connection is gone, and the lease went with it
 
     async def thread_names(self) -> list[str]:
         rows = await self._fetch(
@@ -411,12 +413,14 @@ async def langgraph_is_current(conn: AsyncConnection[Any]) -> bool:
     return latest is not None and latest >= len(AsyncPostgresSaver.MIGRATIONS) - 1
 
 
-async def migrate(conn: AsyncConnection[Any], saver: AsyncPostgresSaver, url: str) -> None:
+async def migrate(conn: AsyncConnection[Any], url: str) -> None:
     """LangGraph's tables and ours, created or brought up to date, each migration once."""
     async with setup_lock(conn):
         await check_tables_are_ours(conn, url)
         if not await langgraph_is_current(conn):
-            await saver.setup()
+            # On our connection, which holds the setup lock (autocommit: LangGraph's
+            # migrations create indexes CONCURRENTLY, which no transaction may hold).
+            await AsyncPostgresSaver(conn).setup()
         await conn.execute(
             f"CREATE TABLE IF NOT EXISTS {MIGRATIONS_TABLE} "
             "(number INTEGER PRIMARY KEY, name TEXT NOT NULL, applied_at TEXT NOT NULL)"
@@ -452,6 +456,8 @@ async def open_postgres_store(url: str) -> AsyncIterator[PostgresStore]:
             url,
             min_size=1,
             max_size=POOL_SIZE,
+            # Autocommit, as LangGraph's saver expects: it pipelines a checkpoint's
+            # statements, and wrapping them in a transaction measured no fewer WAL flushes.
             kwargs=connect_options(url),
             open=False,
             name="fsagent",
@@ -466,7 +472,7 @@ async def open_postgres_store(url: str) -> AsyncIterator[PostgresStore]:
         try:
             saver = AsyncPostgresSaver(pool)  # type: ignore[arg-type]
             try:
-                await migrate(conn, saver, url)
+                await migrate(conn, url)
             except psycopg.Error as error:
                 raise setup_error(url, error) from None
             yield PostgresStore(url, conn, pool, saver)
