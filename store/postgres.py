@@ -103,13 +103,19 @@ class PostgresStore:
             row = await cursor.fetchone()
             if row is None or not row["taken"]:
                 raise ThreadBusy(await self._busy_message(thread))
-            async with self.conn.transaction():
+            try:
+                async with self.conn.transaction():
+                    await self.conn.execute(
+                        "INSERT INTO fsagent_threads (name, created_at, pid, host, opened_at) "
+                        "VALUES (%s, %s, %s, %s, %s) ON CONFLICT (name) DO UPDATE SET "
+                        "pid = excluded.pid, host = excluded.host, opened_at = excluded.opened_at",
+                        (thread, now(), os.getpid(), host_name(), now()),
+                    )
+            except BaseException:
                 await self.conn.execute(
-                    "INSERT INTO fsagent_threads (name, created_at, pid, host, opened_at) "
-                    "VALUES (%s, %s, %s, %s, %s) ON CONFLICT (name) DO UPDATE "
-                    "SET pid = excluded.pid, host = excluded.host, opened_at = excluded.opened_at",
-                    (thread, now(), os.getpid(), host_name(), now()),
+                    "SELECT pg_advisory_unlock(hashtextextended(%s, 0))", (LEASE_PREFIX + thread,)
                 )
+                raise
 
     async def _busy_message(self, thread: str) -> str:
         # The holder writes its row just after taking the lease; give it that moment.
