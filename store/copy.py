@@ -6,6 +6,9 @@ the messages (stored as deltas, rebuilt from the writes of every ancestor), a pe
 approval and its raw interrupt are in the copy as they were. Then its registry row and its
 ledger; the audit log is copied whole at the end, rows of threads deleted since included.
 Both copies of a thread are held (leased) while it is copied, so nothing runs on it meanwhile.
+
+A saver hands pending writes back without their task path (which orders the writes of
+parallel tasks of one step); our graph runs one task a step, so nothing depends on it.
 """
 
 from __future__ import annotations
