@@ -4,7 +4,7 @@ VENV := .venv
 PY := $(VENV)/bin/python
 STAMP := $(VENV)/.installed
 
-.PHONY: run test bench demo regress lint clean
+.PHONY: run test bench demo regress lint clean postgres
 
 $(STAMP): pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -12,15 +12,23 @@ $(STAMP): pyproject.toml
 	$(PY) -m pip install --quiet -e '.[test]'
 	touch $(STAMP)
 
+# The Postgres tests and benchmarks start a throwaway server of their own (tests/pg_server.py)
+# from Debian's postgresql package: installed here when missing, quietly, with no question.
+postgres:
+	@ls /usr/lib/postgresql/*/bin/initdb >/dev/null 2>&1 || command -v initdb >/dev/null || { \
+	  echo "installing Debian's postgresql package (the Postgres tests start a server)"; \
+	  export DEBIAN_FRONTEND=noninteractive; \
+	  apt-get update -qq && apt-get install -y -qq postgresql >/dev/null; }
+
 run: $(STAMP)
 	$(VENV)/bin/fsagent $(ARGS)
 
 # The import rules first: a broken layout fails fast. Tests run on every core (-n auto).
-test: $(STAMP)
+test: $(STAMP) postgres
 	$(VENV)/bin/lint-imports
 	$(PY) -m pytest -q -n auto $(PYTEST_ARGS)
 
-bench: $(STAMP)
+bench: $(STAMP) postgres
 	$(PY) -m bench
 
 # The whole approval flow from a recorded session: no LM Studio needed.

@@ -26,6 +26,7 @@ from typing import TYPE_CHECKING, Any, Literal
 
 from core.errors import ReplayMismatch, StartupError, ThreadError
 from store.errors import StoreError, ThreadBusy
+from store.location import from_environment, normalise, same_location, shown
 
 if TYPE_CHECKING:
     from langchain_core.language_models.chat_models import BaseChatModel
@@ -53,7 +54,7 @@ class Settings:
     base_url: str = DEFAULT_BASE_URL
     model: str | None = None  # None: the first model the server lists
     roots: tuple[Path, ...] = field(default_factory=lambda: (Path.cwd(),))
-    db: Path = field(default_factory=lambda: Path.cwd() / "threads.db")
+    db: str = field(default_factory=lambda: str(Path.cwd() / "threads.db"))  # path or URL
     thread: str = "default"
     verbose: bool = False
     read_only: bool = False
@@ -123,6 +124,17 @@ def build_parser() -> argparse.ArgumentParser:
 
     command("approvals", "list every pending approval in the thread file", approvals_command)
 
+    migrate = command(
+        "migrate-db",
+        "copy every thread, with its pending approvals, ledger and audit, from one store to "
+        "another (a SQLite file to Postgres, or back)",
+        migrate_db_command,
+    )
+    migrate.add_argument("source", metavar="FROM", help="a SQLite file or a postgresql:// URL")
+    migrate.add_argument(
+        "target", metavar="TO", help="a SQLite file or a postgresql:// URL (created when new)"
+    )
+
     approve = command(
         "approve",
         "approve a waiting thread's calls from any shell; the thread runs on",
@@ -181,9 +193,11 @@ def add_agent_options(parser: argparse.ArgumentParser, *, suppress: bool = False
     )
     parser.add_argument(
         "--db",
-        type=Path,
-        default=default(Path(os.environ.get("FSAGENT_DB", "threads.db"))),
-        help="the SQLite file that keeps threads (env FSAGENT_DB; default ./threads.db)",
+        default=default(from_environment(os.environ)),
+        metavar="PATH|URL",
+        help="where threads are kept: a SQLite file, or a postgresql:// URL shared by any "
+        "number of fsagent processes (env FSAGENT_DB, or DATABASE_URL when it is a "
+        "postgresql:// URL; default ./threads.db)",
     )
     # None, not "default", so a command can tell "no --thread" (every thread) from a name.
     parser.add_argument(
@@ -250,7 +264,7 @@ def settings_from_args(args: argparse.Namespace) -> Settings:
         base_url=args.base_url.rstrip("/"),
         model=args.model,
         roots=tuple(Path(root).expanduser() for root in (args.root or [Path.cwd()])),
-        db=Path(args.db).expanduser(),
+        db=normalise(args.db),
         thread=args.thread or "default",
         verbose=args.verbose,
         read_only=args.read_only,
@@ -525,9 +539,12 @@ async def check_resumable(store: Store, thread: str) -> None:
         raise StartupError(cannot_resume_message(view))
 
 
-def require_file(db: Path, name: str) -> None:
-    if not db.exists():
-        raise ThreadError(f"no thread named '{name}': {db} does not exist")
+def require_store(location: str, name: str) -> None:
+    from store import missing
+
+    absent = missing(location)
+    if absent is not None:
+        raise ThreadError(f"no thread named '{name}': {absent.sentence}")
 
 
 # --- the commands ------------------------------------------------------------------------------
@@ -537,14 +554,17 @@ def threads_command(args: argparse.Namespace, settings: Settings) -> int:
     from terminal import commands
 
     if args.action == "list":
-        if not settings.db.exists():  # reading must not create the file
-            print(f"No threads in {settings.db} (the file does not exist yet).")
+        from store import missing
+
+        absent = missing(settings.db)  # reading must not create the store
+        if absent is not None:
+            print(f"No threads in {shown(settings.db)} ({absent.note}).")
             return 0
         return asyncio.run(in_reader(settings, commands.list_threads))
     if not args.name:
         print(f"fsagent: threads {args.action} needs a thread name", file=sys.stderr)
         return 1
-    require_file(settings.db, args.name)
+    require_store(settings.db, args.name)
     name = args.name
 
     async def act(store: Store, app: CompiledStateGraph) -> int:
@@ -559,9 +579,10 @@ def threads_command(args: argparse.Namespace, settings: Settings) -> int:
 
 
 def approvals_command(args: argparse.Namespace, settings: Settings) -> int:
+    from store import missing
     from terminal import commands
 
-    if not settings.db.exists():
+    if missing(settings.db) is not None:
         print("No pending approvals.")
         return 0
     return asyncio.run(in_reader(settings, commands.list_approvals))
@@ -573,10 +594,12 @@ async def in_reader(settings: Settings, act: Callable[[Store, CompiledStateGraph
 
 
 def approve_command(args: argparse.Namespace, settings: Settings) -> int:
+    require_store(settings.db, args.name)
     return asyncio.run(decide(args, settings, approve=True))
 
 
 def deny_command(args: argparse.Namespace, settings: Settings) -> int:
+    require_store(settings.db, args.name)
     return asyncio.run(decide(args, settings, approve=False))
 
 
@@ -586,7 +609,6 @@ async def decide(args: argparse.Namespace, settings: Settings, *, approve: bool)
     from core.session import ThreadSession
     from terminal import commands
 
-    require_file(settings.db, args.name)
     settings = dataclasses.replace(settings, thread=args.name)
     async with open_reader(settings) as (store, reader), store.hold(args.name):
         calls = await commands.waiting_calls(reader, args.name)
@@ -606,12 +628,12 @@ async def decide(args: argparse.Namespace, settings: Settings, *, approve: bool)
 
 def audit_command(args: argparse.Namespace, settings: Settings) -> int:
     """Reads the store directly: needs neither LM Studio nor the MCP server."""
+    from store import missing
     from terminal import commands
 
-    if not settings.db.is_file():
-        raise StartupError(
-            f"--db {settings.db}: no such thread file; pass the --db fsagent ran with"
-        )
+    absent = missing(settings.db, need_file=True)
+    if absent is not None:
+        raise StartupError(absent.no_store)
 
     async def audit() -> int:
         from store import open_store
@@ -620,6 +642,35 @@ def audit_command(args: argparse.Namespace, settings: Settings) -> int:
             return await commands.print_audit(store, args.thread, args.json)
 
     return asyncio.run(audit())
+
+
+def migrate_db_command(args: argparse.Namespace, settings: Settings) -> int:
+    """Copy every thread of FROM into TO; FROM is only read (and each thread held while it
+    is copied)."""
+    from store import missing
+
+    source, target = normalise(args.source), normalise(args.target)
+    if same_location(source, target):
+        raise StartupError(f"migrate-db: FROM and TO are the same store ({shown(source)})")
+    absent = missing(source)
+    if absent is not None:
+        raise StartupError(f"migrate-db: {absent.sentence}; pass the store to copy from")
+
+    async def migrate() -> int:
+        from store import open_store
+        from store.copy import copy_store
+
+        async with open_store(source) as old, open_store(target) as new:
+            copied = await copy_store(old, new)
+            threads = len(copied.threads)
+            print(f"Copied {threads} thread{'s' * (threads != 1)} from {old.location} to "
+                  f"{new.location}:")  # fmt: skip
+            for name, checkpoints in copied.threads.items():
+                print(f"  {name}: {checkpoints} checkpoints")
+            print(f"  {copied.ledger_rows} ledger rows, {copied.audit_rows} audit rows")
+        return 0
+
+    return asyncio.run(migrate())
 
 
 def regress_command(args: argparse.Namespace, settings: Settings) -> int:

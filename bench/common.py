@@ -6,6 +6,9 @@ import os
 import platform
 import statistics
 import sys
+import tempfile
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
@@ -52,11 +55,28 @@ def cpu_model() -> str:
 
 def fake_llm_module() -> Any:
     """tests/fake_llm.py, the scripted LM Studio stand-in the end-to-end tests use."""
+    return tests_module("fake_llm")
+
+
+def tests_module(name: str) -> Any:
     if str(TESTS) not in sys.path:
         sys.path.insert(0, str(TESTS))
-    import fake_llm
+    return __import__(name)
 
-    return fake_llm
+
+@contextmanager
+def postgres_server() -> Iterator[Any]:
+    """A throwaway Postgres server of the benchmark's own (tests/pg_server.py), with the
+    server's default durability (fsync on), as a person would run it; `.create_database(name)`
+    gives a URL."""
+    pg_server = tests_module("pg_server")
+    with tempfile.TemporaryDirectory(prefix="fsagent-bench-pg-") as temp:
+        os.chmod(temp, 0o755)  # the server runs as the postgres user, inside
+        server = pg_server.start_server(Path(temp) / "cluster", fast=False)
+        try:
+            yield server
+        finally:
+            server.stop()
 
 
 def agent_command() -> list[str]:
@@ -68,8 +88,11 @@ def agent_command() -> list[str]:
 
 
 def agent_env() -> dict[str, str]:
-    """No FSAGENT_* setting leaks in from the person running the benchmark."""
-    env = {k: v for k, v in os.environ.items() if not k.startswith("FSAGENT_")}
+    """No FSAGENT_* setting (nor DATABASE_URL) leaks in from the person running the
+    benchmark."""
+    env = {
+        k: v for k, v in os.environ.items() if not k.startswith("FSAGENT_") and k != "DATABASE_URL"
+    }
     env["PYTHONUNBUFFERED"] = "1"
     env["PYTHONPATH"] = os.pathsep.join(filter(None, [str(REPO), env.get("PYTHONPATH")]))
     return env

@@ -7,6 +7,9 @@ stream, routing, the approval review (piped `y`), the MCP call on the open sessi
 SQLite checkpoints with durability="sync", and building the next request. Measured from the
 stand-in's side it needs no hook in the agent and includes nothing of the model's.
 
+The same threads run again on a Postgres database (a throwaway local server with its default
+durability), and the Postgres rows compare its steps with SQLite's.
+
 Baseline: the same tool call made the naive way, `MultiServerMCPClient.get_tools()`, which
 starts a new server process and session for every call. It is only the call, without any of
 the graph's work, so the ratio flatters the naive agent; ours still has to win by 20x.
@@ -24,7 +27,16 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from bench.common import REPO, Row, agent_command, agent_env, fake_llm_module, median, row
+from bench.common import (
+    REPO,
+    Row,
+    agent_command,
+    agent_env,
+    fake_llm_module,
+    median,
+    postgres_server,
+    row,
+)
 
 TURNS = 5
 STEPS_PER_TURN = 10  # 5 turns of 10 tool steps: a thread of 50 steps; our cap is 25 per turn
@@ -115,7 +127,7 @@ def build_thread(tool: str, approvals: bool, flag: bool) -> Thread:
     return Thread(script, is_call, "\n".join(lines) + "\n", args)
 
 
-def run_agent(thread: Thread, base_url: str, root: Path, db: Path) -> tuple[str, Any]:
+def run_agent(thread: Thread, base_url: str, root: Path, db: Path | str) -> tuple[str, Any]:
     """Run the CLI to the end of its input; its output and its resource usage.
 
     os.wait4 gives the rusage of this one process (RUSAGE_CHILDREN would also count every
@@ -150,7 +162,7 @@ def cpu_seconds(usage: Any) -> float:
     return float(usage.ru_utime + usage.ru_stime)
 
 
-def measure_thread(thread: Thread, root: Path, db: Path) -> tuple[list[float], Any]:
+def measure_thread(thread: Thread, root: Path, db: Path | str) -> tuple[list[float], Any]:
     fake, log = timed_fake(thread.script)
     with fake:
         _, usage = run_agent(thread, fake.base_url, root, db)
@@ -221,6 +233,13 @@ def measure() -> list[Row]:
                 [{"path": f"naive{n}.md", "content": FILE_TEXT} for n in range(BASELINE_CALLS)],
             )
         )
+        with postgres_server() as server:
+            pg_reads, _ = measure_thread(
+                build_thread("read_file", False, flag), root, server.create_database("reads")
+            )
+            pg_writes, _ = measure_thread(
+                build_thread("write_file", True, flag), root, server.create_database("writes")
+            )
     goal = "<= 0.05x per-call session, < 15 ms"
     how = "--approve yes" if flag else "piped y"
     steps = TURNS * STEPS_PER_TURN
@@ -240,6 +259,24 @@ def measure() -> list[Row]:
             median(naive_writes) * 1000,
             "ms",
             goal,
+        )
+    )
+    rows.append(
+        row(
+            "Postgres: read step (vs SQLite)",
+            median(pg_reads) * 1000,
+            median(reads) * 1000,
+            "ms",
+            "figure: a local server, fsync on",
+        )
+    )
+    rows.append(
+        row(
+            "Postgres: approved write step (vs SQLite)",
+            median(pg_writes) * 1000,
+            median(writes) * 1000,
+            "ms",
+            "figure: a local server, fsync on",
         )
     )
     # CPU seconds barely move when the machine is busy, unlike wall time: the steady figure.

@@ -24,6 +24,39 @@ class LedgerRow:
 
 
 @dataclass(frozen=True)
+class LedgerEntry:
+    """A ledger row whole, as a copy of the thread needs it (`args` is the stored JSON)."""
+
+    thread: str
+    message_id: str
+    call_id: str
+    tool: str
+    args: str
+    status: str
+    result: str | None
+    failed: bool
+    started_at: str
+    finished_at: str | None
+
+    def values(self) -> tuple[Any, ...]:
+        """The columns in table order."""
+        return (
+            self.thread, self.message_id, self.call_id, self.tool, self.args, self.status,
+            self.result, int(self.failed), self.started_at, self.finished_at,
+        )  # fmt: skip
+
+
+@dataclass(frozen=True)
+class ThreadRecord:
+    """What our tables hold of one thread beside its checkpoints: its registry row (without
+    a holder) and its ledger. The audit log is copied whole, threads deleted since included."""
+
+    name: str
+    created_at: str | None
+    ledger: tuple[LedgerEntry, ...]
+
+
+@dataclass(frozen=True)
 class AuditRow:
     """One decision on one write call, with the arguments that ran (edited ones too)."""
 
@@ -44,7 +77,8 @@ class Store(Protocol):
 
     @property
     def location(self) -> str:
-        """Where the store is, as the person named it (a path, a URL without password)."""
+        """Where the store is, as the person may see it (a path, or a URL with its password
+        masked)."""
         ...
 
     @property
@@ -90,6 +124,15 @@ class Store(Protocol):
         ...
 
     async def audit_rows(self, thread: str | None = None) -> list[AuditRow]: ...
+
+    # -- copying a thread to another store (`fsagent migrate-db`) ---------------------------------
+
+    async def thread_record(self, thread: str) -> ThreadRecord: ...
+
+    async def add_thread_record(self, record: ThreadRecord) -> None:
+        """Register the thread (with no holder) and add its ledger rows; rows already there
+        are kept as they were."""
+        ...
 
     # -- our schema ------------------------------------------------------------------------------
 

@@ -94,6 +94,13 @@ MIGRATIONS: tuple[Migration, ...] = (
             """,
         ),
     ),
+    Migration(
+        4,
+        "thread_holder_host",
+        # The lease holder's machine as well as its pid: with Postgres, threads are shared
+        # across machines, and "pid 4242" alone names no process.
+        ("ALTER TABLE fsagent_threads ADD COLUMN host TEXT",),
+    ),
 )
 
 SCHEMA_VERSION = len(MIGRATIONS)

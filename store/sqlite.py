@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import json
 import os
+import socket
 import sqlite3
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
@@ -24,7 +25,7 @@ from typing import Any
 import aiosqlite
 from langgraph.checkpoint.sqlite.aio import AsyncSqliteSaver
 
-from store.base import AuditRow, LedgerRow
+from store.base import AuditRow, LedgerEntry, LedgerRow, ThreadRecord
 from store.errors import StoreError, ThreadBusy
 from store.migrations import MIGRATIONS_TABLE, newer_message, newer_than_us, pending
 
@@ -88,10 +89,10 @@ class SQLiteStore:
                     "finish there first, or pass another --thread"
                 )
             await self.conn.execute(
-                "INSERT INTO fsagent_threads (name, created_at, pid, opened_at) "
-                "VALUES (?, ?, ?, ?) ON CONFLICT (name) DO UPDATE "
-                "SET pid = excluded.pid, opened_at = excluded.opened_at",
-                (thread, now(), os.getpid(), now()),
+                "INSERT INTO fsagent_threads (name, created_at, pid, host, opened_at) "
+                "VALUES (?, ?, ?, ?, ?) ON CONFLICT (name) DO UPDATE "
+                "SET pid = excluded.pid, host = excluded.host, opened_at = excluded.opened_at",
+                (thread, now(), os.getpid(), socket.gethostname(), now()),
             )
             await self.conn.execute("COMMIT")
         except BaseException:
@@ -185,6 +186,49 @@ class SQLiteStore:
             AuditRow(r[0], r[1], r[2], r[3], r[4], json.loads(r[5]), r[6], r[7], r[8])
             for r in found
         ]
+
+    # -- copying a thread ------------------------------------------------------------------------
+
+    async def thread_record(self, thread: str) -> ThreadRecord:
+        async with self.conn.execute(
+            "SELECT created_at FROM fsagent_threads WHERE name = ?", (thread,)
+        ) as cursor:
+            registered = await cursor.fetchone()
+        async with self.conn.execute(
+            "SELECT thread, message_id, call_id, tool, args, status, result, failed, "
+            "started_at, finished_at FROM fsagent_ledger WHERE thread = ? "
+            "ORDER BY started_at, message_id, call_id",
+            (thread,),
+        ) as cursor:
+            ledger = await cursor.fetchall()
+        return ThreadRecord(
+            name=thread,
+            created_at=registered[0] if registered else None,
+            ledger=tuple(
+                LedgerEntry(*row[:7], bool(row[7]), *row[8:])  # type: ignore[arg-type]
+                for row in ledger
+            ),
+        )
+
+    async def add_thread_record(self, record: ThreadRecord) -> None:
+        await self.conn.execute("BEGIN IMMEDIATE")
+        try:
+            # The copy's holder registered the thread already: it keeps the original's date.
+            await self.conn.execute(
+                "INSERT INTO fsagent_threads (name, created_at) VALUES (?, ?) "
+                "ON CONFLICT (name) DO UPDATE SET created_at = excluded.created_at",
+                (record.name, record.created_at or now()),
+            )
+            await self.conn.executemany(
+                "INSERT OR IGNORE INTO fsagent_ledger (thread, message_id, call_id, tool, args, "
+                "status, result, failed, started_at, finished_at) "
+                "VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+                [entry.values() for entry in record.ledger],
+            )
+            await self.conn.execute("COMMIT")
+        except BaseException:
+            await self.conn.execute("ROLLBACK")
+            raise
 
     # -- our schema ------------------------------------------------------------------------------
 

@@ -1,27 +1,46 @@
-"""Shared fixtures: a workspace (a sandbox root, a folder outside it, a thread file) and the
-real `fsagent` CLI run as a subprocess against it."""
+"""Shared fixtures: a workspace (a sandbox root, a folder outside it, a thread store) and the
+real `fsagent` CLI run as a subprocess against it.
+
+The store is a SQLite file unless a test module asks for Postgres through the `store_kind`
+fixture (tests/core/test_threads.py runs every test on both). One throwaway Postgres server
+(tests/pg_server.py) serves the whole run: the first test that needs it starts it, under a
+file lock every xdist worker shares; the controller stops it when the run ends. A server that
+cannot start fails those tests, loudly: none is skipped.
+"""
 
 from __future__ import annotations
 
+import fcntl
 import os
+import re
+import shutil
 import signal
 import subprocess
 import sys
+import tempfile
 import threading
 import time
+import uuid
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 
 import pytest
 
+from pg_server import Server, ServerError, start_server, stop_orphans
+
 REPO = Path(__file__).resolve().parent.parent
 AGENT = REPO / "agent.py"
+# The folder the run's Postgres server lives in, set by the controller for its workers.
+POSTGRES_DIR_ENV = "FSAGENT_TEST_POSTGRES_DIR"
+POSTGRES_DIR_PREFIX = "fsagent-test-pg-"
 
 
 def agent_env() -> dict[str, str]:
     """The environment of a person who set nothing: no FSAGENT_* variable leaks in."""
-    env = {k: v for k, v in os.environ.items() if not k.startswith("FSAGENT_")}
+    env = {
+        k: v for k, v in os.environ.items() if not k.startswith("FSAGENT_") and k != "DATABASE_URL"
+    }
     env["PYTHONUNBUFFERED"] = "1"
     env.pop("EDITOR", None)
     env.pop("VISUAL", None)
@@ -32,8 +51,20 @@ def agent_env() -> dict[str, str]:
 class Workspace:
     root: Path
     outside: Path
-    db: Path
+    db: Path  # the SQLite file, when the store is one
+    database_url: str | None = None  # a Postgres database instead
     processes: list[subprocess.Popen[str]] = field(default_factory=list)
+
+    @property
+    def location(self) -> str:
+        """What --db says."""
+        return self.database_url or str(self.db)
+
+    def store_created(self) -> bool:
+        """Whether anything made the store: the file, or our tables in the database."""
+        if self.database_url is None:
+            return self.db.exists()
+        return "fsagent_migrations" in postgres_tables(self.database_url)
 
     def command(self, base_url: str, *args: str, thread: str | None = "t") -> list[str]:
         """The CLI on this workspace; thread=None leaves --thread out (every thread)."""
@@ -45,7 +76,7 @@ class Workspace:
             "--root",
             str(self.root),
             "--db",
-            str(self.db),
+            self.location,
             *(["--thread", thread] if thread else []),
             *args,
         ]
@@ -134,13 +165,22 @@ class RunningAgent:
 
 
 @pytest.fixture
-def workspace(tmp_path: Path) -> Iterator[Workspace]:
+def store_kind() -> str:
+    """The database a workspace keeps threads in; a module may parametrise it."""
+    return "sqlite"
+
+
+@pytest.fixture
+def workspace(
+    tmp_path: Path, store_kind: str, request: pytest.FixtureRequest
+) -> Iterator[Workspace]:
     root = tmp_path / "root"
     outside = tmp_path / "outside"
     root.mkdir()
     outside.mkdir()
     (outside / "secret.txt").write_text("outside, do not touch\n")
-    ws = Workspace(root=root, outside=outside, db=tmp_path / "threads.db")
+    url = request.getfixturevalue("postgres_url") if store_kind == "postgres" else None
+    ws = Workspace(root=root, outside=outside, db=tmp_path / "threads.db", database_url=url)
     yield ws
     for process in ws.processes:
         if process.poll() is None:
@@ -158,3 +198,68 @@ def tree_snapshot(folder: Path) -> dict[str, bytes]:
         str(path.relative_to(folder)): path.read_bytes() if path.is_file() else b"<dir>"
         for path in sorted(folder.rglob("*"))
     }
+
+
+# --- the run's Postgres server -------------------------------------------------------------------
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    if hasattr(config, "workerinput"):
+        return  # an xdist worker: the controller made the folder, the environment names it
+    parent = Path(tempfile.gettempdir())
+    stop_orphans(parent, POSTGRES_DIR_PREFIX)
+    folder = Path(tempfile.mkdtemp(prefix=POSTGRES_DIR_PREFIX, dir=parent))
+    folder.chmod(0o755)  # the server runs as the postgres user and lives inside
+    (folder / "owner").write_text(str(os.getpid()))
+    os.environ[POSTGRES_DIR_ENV] = str(folder)
+
+
+def pytest_unconfigure(config: pytest.Config) -> None:
+    if hasattr(config, "workerinput"):
+        return
+    folder = os.environ.pop(POSTGRES_DIR_ENV, None)
+    if not folder:
+        return
+    state = Path(folder) / "server.json"
+    if state.exists():
+        Server.load(state).stop()
+    shutil.rmtree(folder, ignore_errors=True)
+
+
+@pytest.fixture(scope="session")
+def postgres() -> Server:
+    """The run's one Postgres server, started by whichever worker needs it first."""
+    folder = Path(os.environ[POSTGRES_DIR_ENV])
+    state, failed = folder / "server.json", folder / "failed"
+    with (folder / "lock").open("w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        if state.exists():
+            return Server.load(state)
+        if failed.exists():
+            pytest.fail(f"the throwaway Postgres server did not start:\n{failed.read_text()}")
+        try:
+            server = start_server(folder / "cluster")
+        except (ServerError, OSError, subprocess.SubprocessError) as error:
+            failed.write_text(str(error))
+            pytest.fail(f"the throwaway Postgres server did not start:\n{error}")
+        server.save(state)
+        return server
+
+
+@pytest.fixture
+def postgres_url(postgres: Server, request: pytest.FixtureRequest) -> Iterator[str]:
+    """A database of its own for one test, on the run's server."""
+    name = re.sub(r"[^a-z0-9]+", "_", request.node.name.lower())[:40] + "_" + uuid.uuid4().hex[:8]
+    url = postgres.create_database(name)
+    yield url
+    postgres.drop_database(name)
+
+
+def postgres_tables(url: str) -> set[str]:
+    import psycopg
+
+    with psycopg.connect(url, connect_timeout=10) as conn:
+        rows = conn.execute(
+            "SELECT tablename FROM pg_tables WHERE schemaname = current_schema()"
+        ).fetchall()
+    return {row[0] for row in rows}

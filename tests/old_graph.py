@@ -49,7 +49,7 @@ def pause_for(version: int) -> Any:
 
 
 async def main(db: str, thread: str, step: str, version: int) -> None:
-    async with open_store(Path(db)) as store:
+    async with open_store(db) as store:
         graph = StateGraph(AgentState)
         graph.add_node("seed", seed)
         graph.add_node(step, pause_for(version))

@@ -1,8 +1,10 @@
 """Durable threads end to end: the real CLI in subprocesses (SIGKILLed where a crash is
-meant), the real MCP server, one real SQLite thread file, and the scripted LM Studio."""
+meant), the real MCP server, the scripted LM Studio, and one real thread store: every test
+runs on a SQLite file and again on a database of a real Postgres server."""
 
 from __future__ import annotations
 
+import socket
 import sqlite3
 import subprocess
 import sys
@@ -10,12 +12,19 @@ import time
 from collections.abc import Callable
 from pathlib import Path
 
+import pytest
+
 from conftest import REPO, Workspace, tool_messages
 from core.ledger import HOLD_MARKER, TEST_HOLD_ENV
 from fake_llm import FakeLLM, reply, text, tool_call
 
 OLD_GRAPH = REPO / "tests" / "old_graph.py"
 NO_LLM = "http://127.0.0.1:9/v1"  # nothing listens: commands that only read must not ask
+
+
+@pytest.fixture(params=["sqlite", "postgres"])
+def store_kind(request: pytest.FixtureRequest) -> str:
+    return request.param
 
 
 def write_hello() -> dict:
@@ -130,7 +139,7 @@ def test_a_write_killed_before_its_checkpoint_reuses_its_result(workspace: Works
 def test_a_thread_paused_by_another_version_is_refused_until_reset(workspace: Workspace):
     for thread, step, version in (("renamed", "review_writes", "1"), ("old", "approve", "0")):
         made = subprocess.run(
-            [sys.executable, str(OLD_GRAPH), str(workspace.db), thread, step, version],
+            [sys.executable, str(OLD_GRAPH), workspace.location, thread, step, version],
             capture_output=True,
             text=True,
             timeout=60,
@@ -220,9 +229,13 @@ def test_one_process_per_thread_and_threads_side_by_side(workspace: Workspace):
         first.kill()  # its lock stays in the file, held by a pid that is gone
         after_crash = workspace.run(llm.base_url, "hello\n")
 
+    # A shared database names the holder's machine too.
+    holder = f"pid {first.process.pid}"
+    if workspace.database_url:
+        holder += f" on {socket.gethostname()}"
     assert second.returncode == 1
     assert second.stderr.strip() == (
-        f"fsagent: thread 't' is open in another fsagent process (pid {first.process.pid}); "
+        f"fsagent: thread 't' is open in another fsagent process ({holder}); "
         "finish there first, or pass another --thread"
     )
     assert other.returncode == 0, other.stderr
@@ -265,7 +278,7 @@ def test_deny_and_partial_approval_decide_the_whole_batch(workspace: Workspace):
 def test_thread_commands_on_normal_and_wrong_input(workspace: Workspace):
     empty = workspace.run(NO_LLM, "", "threads")
     no_approvals = workspace.run(NO_LLM, "", "approvals")
-    assert not workspace.db.exists()  # reading does not create the file
+    assert not workspace.store_created()  # reading does not create the store
     with FakeLLM([text("Hello!"), write_hello()], auto_route="general") as llm:
         workspace.run(llm.base_url, "hi\n")
         workspace.run(llm.base_url, "create hello.txt\n", thread="w")
@@ -306,6 +319,7 @@ def test_thread_commands_on_normal_and_wrong_input(workspace: Workspace):
     assert not (workspace.root / "hello.txt").exists()
 
 
+@pytest.mark.parametrize("store_kind", ["sqlite"])  # Postgres: tests/store/test_postgres_store.py
 def test_a_file_that_is_not_ours_is_refused_and_left_untouched(workspace: Workspace, tmp_path):
     garbage = tmp_path / "garbage.db"
     garbage.write_bytes(b"this is not a database\n" * 100)
