@@ -158,7 +158,7 @@ async def run_session(
 # (the model skipped the call): sending it to the model could make it act on its own.
 def looks_like_an_answer(line: str) -> bool:
     word, colon, _ = line.strip().lower().partition(":")
-    return word.strip() in ANSWER_WORDS and (not colon or word.strip() in ("n", "no", "e"))
+    return word.strip() in ANSWER_WORDS and (not colon or word.strip() in ("n", "no", "e", "r"))
 
 
 async def prompt_loop(conversation: Conversation, ask: Callable[[str], str | None]) -> int:

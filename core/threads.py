@@ -15,7 +15,7 @@ from langgraph.graph import END
 from langgraph.graph.state import CompiledStateGraph
 from langgraph.types import StateSnapshot
 
-from core.approval import cut_off_answer, is_current_payload
+from core.approval import cut_off_answer, is_resumable_approval
 from core.errors import ThreadError
 from core.ledger import recorded_answer
 from core.messages import unanswered_calls
@@ -136,7 +136,7 @@ def resume_problem(
         if step not in app.nodes:
             return f"it is paused at step {step!r}, which this version of fsagent does not have"
     for payload in payloads:
-        if not is_current_payload(payload):
+        if not is_resumable_approval(payload):
             version = payload.get("version") if isinstance(payload, dict) else None
             return f"it waits on an approval of another format (version {version!r})"
     if payloads and not snapshot.interrupts:
