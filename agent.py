@@ -137,6 +137,12 @@ def build_parser() -> argparse.ArgumentParser:
         help="approve only this call (repeatable); every other call of the batch is "
         "rejected, so nothing is left half-decided",
     )
+    approve.add_argument(
+        "--answer",
+        metavar="TEXT",
+        help="answer the model's question (ask_person) with TEXT; without it, the model is "
+        "told no one can answer",
+    )
 
     deny = command(
         "deny",
@@ -589,9 +595,20 @@ async def decide(args: argparse.Namespace, settings: Settings, *, approve: bool)
     require_file(settings.db, args.name)
     settings = dataclasses.replace(settings, thread=args.name)
     async with open_reader(settings) as (store, reader), store.hold(args.name):
-        calls = await commands.waiting_calls(reader, args.name)
+        view = await commands.waiting_view(reader, args.name)
+        calls = view.waiting
         reason = getattr(args, "reason", "")
-        decisions = commands.batch_decisions(calls, args.calls, approve, reason)
+        answer = getattr(args, "answer", None)
+        if view.kind == "question":
+            answer = answer if approve else None
+            decisions = commands.question_answers(calls, args.calls, answer, reason)
+        elif answer is not None:
+            raise ThreadError(
+                f"thread '{args.name}' waits for approval of write calls, not for an answer; "
+                "--answer answers a question"
+            )
+        else:
+            decisions = commands.batch_decisions(calls, args.calls, approve, reason)
         async with launch(settings) as launched, open_agent(settings, launched, store) as agent:
             session = ThreadSession(
                 agent.app,

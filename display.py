@@ -16,10 +16,12 @@ from core import events
 from core.approval import describe_grant
 from core.errors import StartupError
 from core.policy import Grant, Policy
+from core.questions import is_question
 from core.session import ThreadSession
 from core.text import format_call
 from core.threads import INTERRUPTED, cannot_resume_message, pending_approval
 from terminal.console import Terminal
+from terminal.question import QUESTION_ANSWERS, answer_questions
 from terminal.review import ANSWER_WORDS, PIPED_ANSWERS, NotAnAnswer, review
 from terminal.steps import StepPrinter, TurnInterrupter, show_run
 
@@ -30,6 +32,9 @@ PERSON_COMMANDS = ("/grants", "/revoke")  # at the prompt: the thread's grants
 def banner(snapshot: StateSnapshot | None, tool_count: int, thread: str) -> str:
     head = f"Loaded {tool_count} tools. Thread '{thread}': "
     payload = pending_approval(snapshot)
+    if payload and is_question(payload):
+        asked = "; ".join(repr(c.get("question", "")) for c in payload["calls"])
+        return head + f"paused: waiting for your answer to {asked}."
     if payload:
         calls = ", ".join(format_call(c["name"], c["args"], 60) for c in payload["calls"])
         return head + f"paused: waiting for your approval of {calls}."
@@ -80,11 +85,17 @@ class Conversation:
         state of a thread just opened: loading the state again would cost a whole-history
         read."""
         while payload:
+            question = is_question(payload)
             try:
-                decisions = await review(self.term, payload, self.session.preview)
+                if question:
+                    decisions = answer_questions(self.term, payload)
+                else:
+                    decisions = await review(self.term, payload, self.session.preview)
             except NotAnAnswer as refused:
+                where = "the question" if question else "the approval"
+                expected = QUESTION_ANSWERS if question else PIPED_ANSWERS
                 line = (
-                    f"not an answer at the approval: {refused} (answer {PIPED_ANSWERS}); "
+                    f"not an answer at {where}: {refused} (answer {expected}); "
                     "nothing was run, the thread stays paused"
                 )
                 print(f"fsagent: {line}", file=sys.stderr, flush=True)

@@ -54,12 +54,12 @@ class ToolResult:
 
 @dataclass(frozen=True)
 class Decision:
-    """A decision on a write call. The core reports those a rule, the --approve mode or a
-    grant made; a front-end reports its person's."""
+    """A decision on a write call, or on a question (ask_person). The core reports those a
+    rule, the --approve mode or a grant made; a front-end reports its person's."""
 
     call_id: str
     tool: str
-    decision: str  # approve, edit, grant or reject
+    decision: str  # approve, edit, grant, reject, respond; answer or unanswered (questions)
     reason: str
     by: str  # rule, mode, grant, person, piped, admin
 

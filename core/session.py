@@ -33,6 +33,7 @@ from core.threads import (
     run_config,
     view_thread,
 )
+from core.tool_groups import ASK_PERSON
 from store.base import Store
 
 
@@ -56,7 +57,7 @@ class ThreadSession:
         self.tools = {tool.name: tool for tool in tools or []}
         self.verbose = verbose
         self.config = run_config(thread)
-        self.paused_on: dict[str, Any] | None = None  # the approval the last run stopped at
+        self.paused_on: dict[str, Any] | None = None  # the approval or question it stopped at
         self._call_names: dict[str, str] = {}
 
     # -- reading the thread ----------------------------------------------------------------------
@@ -65,7 +66,8 @@ class ThreadSession:
         return await view_thread(self.app, self.thread)
 
     async def pending(self) -> dict[str, Any] | None:
-        """The approval the thread waits on, if any: what a front-end asks about."""
+        """The approval or question the thread waits on, if any: what a front-end asks
+        about."""
         return pending_approval(await self.app.aget_state(self.config))
 
     async def preview(self, call: dict[str, Any]) -> list[str]:
@@ -79,7 +81,9 @@ class ThreadSession:
         return self.run({"messages": [HumanMessage(content=text, id=new_id("human"))]})
 
     def resume(self, decisions: dict[str, Any]) -> AsyncIterator[events.Event]:
-        """Answer the pending approval (the contract's resume value) and run on."""
+        """Answer what the thread waits on and run on: an approval with the contract's
+        `{"decisions": {call_id: ...}}`, a question with `{"answers": {call_id: text}}`
+        (see core.questions)."""
         return self.run(Command(resume=decisions))
 
     def finish_cut_off_run(self) -> AsyncIterator[events.Event]:
@@ -150,8 +154,11 @@ class ThreadSession:
             return
         if node == "router" and "route" in update:
             yield events.Route(update["route"])
-        if node == "approve":
-            yield from automatic_decisions(update.get("approvals") or {})
+        if node in ("approve", "ask"):
+            records = update.get("approvals") or {}
+            if node == "approve":  # it carries the ask step's records on; shown there already
+                records = {k: r for k, r in records.items() if r.get("tool") != ASK_PERSON}
+            yield from automatic_decisions(records)
         for message in update.get("messages") or []:
             if isinstance(message, AIMessage):
                 yield from self._model_message(message)
