@@ -106,6 +106,71 @@ MIGRATIONS: tuple[Migration, ...] = (
             """,
         ),
     ),
+    Migration(
+        4,
+        "undo_records",
+        (
+            # What each approved write replaced, kept before it ran (core.undo_capture), and
+            # the undos that took writes back: `undone_by` names the run, so an undo never
+            # applies twice and a run cut off by a crash is finished, not restarted.
+            """
+            CREATE TABLE fsagent_undo (
+                seq INTEGER PRIMARY KEY,   -- the order writes were kept in
+                thread TEXT NOT NULL,
+                message_id TEXT NOT NULL,
+                call_id TEXT NOT NULL,
+                turn INTEGER NOT NULL,
+                tool TEXT NOT NULL,
+                args TEXT NOT NULL,
+                record TEXT NOT NULL,      -- JSON: the old content, or why it cannot be undone
+                size BIGINT NOT NULL,      -- bytes of old content it holds
+                undone_by TEXT,
+                kept_at TEXT NOT NULL,
+                UNIQUE (thread, message_id, call_id)
+            )
+            """,
+            """
+            CREATE TABLE fsagent_undo_runs (
+                thread TEXT NOT NULL,
+                undo_id TEXT NOT NULL,
+                plan TEXT NOT NULL,        -- JSON: which writes, forced or not, who decided
+                status TEXT NOT NULL CHECK (status IN ('running', 'done')),
+                started_at TEXT NOT NULL,
+                finished_at TEXT,
+                PRIMARY KEY (thread, undo_id)
+            )
+            """,
+        ),
+        postgres=(
+            """
+            CREATE TABLE fsagent_undo (
+                seq BIGINT GENERATED ALWAYS AS IDENTITY PRIMARY KEY,
+                thread TEXT NOT NULL,
+                message_id TEXT NOT NULL,
+                call_id TEXT NOT NULL,
+                turn INTEGER NOT NULL,
+                tool TEXT NOT NULL,
+                args TEXT NOT NULL,
+                record TEXT NOT NULL,
+                size BIGINT NOT NULL,
+                undone_by TEXT,
+                kept_at TEXT NOT NULL,
+                UNIQUE (thread, message_id, call_id)
+            )
+            """,
+            """
+            CREATE TABLE fsagent_undo_runs (
+                thread TEXT NOT NULL,
+                undo_id TEXT NOT NULL,
+                plan TEXT NOT NULL,
+                status TEXT NOT NULL CHECK (status IN ('running', 'done')),
+                started_at TEXT NOT NULL,
+                finished_at TEXT,
+                PRIMARY KEY (thread, undo_id)
+            )
+            """,
+        ),
+    ),
 )
 
 SCHEMA_VERSION = len(MIGRATIONS)
