@@ -40,6 +40,7 @@ from core.policy import Policy
 from core.prompts import ROUTER_PROMPT, SYSTEM_PROMPT
 from core.threads import MAX_MODEL_CALLS_PER_TURN, PERSON_UPDATE
 from core.tool_groups import ASK_PERSON, ROUTES, WRITE_TOOLS, tools_for_group
+from core.undo_capture import capture
 from store.base import Store
 
 # --- state ---------------------------------------------------------------------------------
@@ -81,12 +82,13 @@ def build_graph(
     store: Store | None = None,
     max_model_calls: int = MAX_MODEL_CALLS_PER_TURN,
 ) -> CompiledStateGraph:
-    """The approval graph. With a `store`, every decision is audited there and every write
+    """The approval graph. With a `store`, every decision is audited there, every write
     call runs at most once per thread, however often the tools step itself runs again (a
-    resume after a crash)."""
+    resume after a crash), and what each write replaces is kept there first, for undo."""
     policy = policy or Policy(roots=(Path.cwd().resolve(),))  # no rules: every write asks
     tools = [*tools, questions.ask_person_tool()]  # the model may always ask the person
     tools_by_name = {tool.name: tool for tool in tools}
+    first_root = str(policy.roots[0])
     schemas = {tool.name: _input_schema(tool) for tool in tools}
 
     async def router(state: AgentState) -> dict[str, Any]:
@@ -184,17 +186,20 @@ def build_graph(
         thread = str(config["configurable"]["thread_id"])
         if store is not None:
             await store.record_audit(rows_for(thread, message, approvals))
+        turn = state.get("turn", 0)
         results = []
         for call in message.tool_calls:
             refusal = approval.answer_without_running(call, approvals, schemas)
             if refusal is None and call["name"] == ASK_PERSON:
                 refusal = questions.answer_message(call, approvals.get(call["id"]))
-            results.append(refusal or await run_call(call, approvals, str(message.id), thread))
+            results.append(
+                refusal or await run_call(call, approvals, str(message.id), thread, turn)
+            )
         results += [approval.answer_invalid_call(c) for c in message.invalid_tool_calls]
         return {"messages": results, "approvals": {}}
 
     async def run_call(
-        call: dict[str, Any], approvals: dict[str, Any], message_id: str, thread: str
+        call: dict[str, Any], approvals: dict[str, Any], message_id: str, thread: str, turn: int
     ) -> Any:
         def run() -> Any:
             return _run_call(call, approvals, tools_by_name)
@@ -202,7 +207,15 @@ def build_graph(
         if store is None or call["name"] not in WRITE_TOOLS:
             return await run()
         args = _call_args(call, approvals)
-        return await run_write_once(store, thread, message_id, call, args, run)
+
+        async def keep() -> None:
+            used = await store.undo_bytes(thread)
+            record, size = await capture(call["name"], args, tools_by_name, first_root, used)
+            await store.keep_undo(
+                thread, message_id, call["id"], turn, call["name"], args, record, size
+            )
+
+        return await run_write_once(store, thread, message_id, call, args, run, keep)
 
     def back_to_agent(state: AgentState) -> str:
         return f"agent_{state.get('route', 'general')}"
