@@ -159,6 +159,22 @@ def build_parser() -> argparse.ArgumentParser:
         "every call in it is rejected",
     )
     deny.add_argument("--reason", default="", help="why, told to the model")
+
+    undo = command(
+        "undo",
+        "take back the last turn's approved changes (or a call's, or a turn's); shows the "
+        "diffs and asks first (needs the MCP server, not LM Studio)",
+        undo_command,
+    )
+    undo.add_argument("name", help="the thread")
+    which = undo.add_mutually_exclusive_group()
+    which.add_argument("--call", metavar="ID", help="undo only this write call")
+    which.add_argument("--turn", type=int, metavar="N", help="undo the writes of the N-th request")
+    undo.add_argument(
+        "--force",
+        action="store_true",
+        help="restore files even if they changed since the write (see the diff first)",
+    )
     return parser
 
 
@@ -619,6 +635,45 @@ async def decide(args: argparse.Namespace, settings: Settings, *, approve: bool)
                 verbose=settings.verbose,
             )
             return await commands.decide(session, calls, decisions)
+
+
+def undo_command(args: argparse.Namespace, settings: Settings) -> int:
+    return asyncio.run(undo(args, settings))
+
+
+async def undo(args: argparse.Namespace, settings: Settings) -> int:
+    """Take writes back through our MCP server (LM Studio is not needed), on the thread's
+    store: the same ledger and audit as any write."""
+    from core.session import ThreadSession
+    from terminal import commands
+
+    require_file(settings.db, args.name)
+    async with open_reader(settings) as (store, reader), store.hold(args.name):
+        await commands.undoable_view(reader, args.name)
+        async with serve_tools(settings) as tools:
+            session = ThreadSession(
+                reader,
+                args.name,
+                store,
+                base_url=settings.base_url,
+                tools=tools,
+                verbose=settings.verbose,
+            )
+            return await commands.undo(session, args.call, args.turn, args.force)
+
+
+@asynccontextmanager
+async def serve_tools(settings: Settings) -> AsyncIterator[list[BaseTool]]:
+    """Our MCP server's tools alone, without a model."""
+    from core.server_process import start_server, stop_server
+    from core.tools import open_tools
+
+    process = await start_server(check_roots(settings.roots), verbose=settings.verbose)
+    try:
+        async with open_tools(process) as tools:
+            yield tools
+    finally:
+        await stop_server(process)
 
 
 def audit_command(args: argparse.Namespace, settings: Settings) -> int:

@@ -76,6 +76,15 @@ class Paused:
 
 
 @dataclass(frozen=True)
+class Undone:
+    """An undo ran: `text` is what the model was told in the thread; `complete` is False
+    when some step failed (the text says which)."""
+
+    text: str
+    complete: bool
+
+
+@dataclass(frozen=True)
 class Failed:
     """The run failed: `text` is one line the person can act on. With `fatal`, the session
     raises the error after this event (--verbose, or a replay that drifted)."""
@@ -84,4 +93,4 @@ class Failed:
     fatal: bool = False
 
 
-Event = Route | TextDelta | Answer | ToolCall | ToolResult | Decision | Paused | Failed
+Event = Route | TextDelta | Answer | ToolCall | ToolResult | Decision | Paused | Undone | Failed

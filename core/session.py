@@ -1,5 +1,5 @@
 """A thread, as a front-end drives it: start a turn, stream its events, pause for approval,
-resume with decisions, close a run that was cut off, and the thread's grants.
+resume with decisions, close a run that was cut off, the thread's grants, and undo.
 
 A front-end iterates a run (`turn`, `resume`, `finish_cut_off_run`) and shows its events; the
 last event of a run that paused is `Paused`. A run that fails yields `Failed` and leaves the
@@ -23,7 +23,7 @@ from core.error_lines import describe_error
 from core.errors import ReplayMismatch
 from core.messages import content_text
 from core.policy import Grant
-from core.preview import preview
+from core.preview import preview, undo_note
 from core.threads import (
     PERSON_UPDATE,
     ThreadView,
@@ -34,7 +34,8 @@ from core.threads import (
     view_thread,
 )
 from core.tool_groups import ASK_PERSON
-from store.base import Store
+from core.undo import NOTE_PREFIX, Outcome, UndoPlan, begin, model_note, plan_undo, run_steps
+from store.base import Store, UndoRun
 
 
 class ThreadSession:
@@ -71,8 +72,10 @@ class ThreadSession:
         return pending_approval(await self.app.aget_state(self.config))
 
     async def preview(self, call: dict[str, Any]) -> list[str]:
-        """What a pending write call would change, worked out without changing anything."""
-        return await preview(call, self.tools)
+        """What a pending write call would change, worked out without changing anything,
+        and whether it could be undone when it could not."""
+        lines = await preview(call, self.tools)
+        return lines + await undo_note(call, self.tools, await self.store.undo_bytes(self.thread))
 
     # -- runs ------------------------------------------------------------------------------------
 
@@ -132,6 +135,49 @@ class ThreadSession:
         # Recorded as an update by a node that leads to END, so it schedules nothing.
         await self.app.aupdate_state(self.config, {"grants": grants}, as_node=PERSON_UPDATE)
         return describe_grant(gone)
+
+    # -- undo ------------------------------------------------------------------------------------
+
+    async def plan_undo(
+        self, *, call: str | None = None, turn: int | None = None, force: bool = False
+    ) -> UndoPlan:
+        """What undoing the last turn's writes (or a call's, or a turn's) would restore,
+        checked against the files now; nothing runs. Raises core.undo.NothingToUndo."""
+        return await plan_undo(
+            self.store, self.thread, self.tools, call=call, turn=turn, force=force
+        )
+
+    def undo(self, plan: UndoPlan, by: str) -> AsyncIterator[events.Event]:
+        """Run a plan the person approved (`by`: person or piped): each step a write of
+        its own, through the ledger and the audit; the model is told what was undone."""
+
+        async def run() -> AsyncIterator[events.Event]:
+            async for event in self._run_undo(await begin(self.store, self.thread, plan, by)):
+                yield event
+
+        return run()
+
+    async def unfinished_undo(self) -> UndoRun | None:
+        """An undo the person approved that a crash cut off; `finish_undo` finishes it."""
+        return await self.store.unfinished_undo(self.thread)
+
+    def finish_undo(self, run: UndoRun) -> AsyncIterator[events.Event]:
+        """Finish a cut-off undo: steps that ran (or may have) are not run again."""
+        return self._run_undo(run)
+
+    async def _run_undo(self, run: UndoRun) -> AsyncIterator[events.Event]:
+        outcome = Outcome()
+        async for step in run_steps(self.store, self.tools, run, outcome):
+            call_id, tool = step.call["id"], step.call["name"]
+            yield events.ToolCall(call_id, tool, step.call["args"])
+            yield events.ToolResult(call_id, tool, step.text, step.failed)
+        note = model_note(run, outcome)
+        # The model's picture of the files must stay true: it reads this with the history.
+        # A fixed id, so a finish after a crash adds it once.
+        told = HumanMessage(content=note, id=NOTE_PREFIX + run.undo_id)
+        await self.app.aupdate_state(self.config, {"messages": [told]}, as_node=PERSON_UPDATE)
+        await self.store.finish_undo(self.thread, run.undo_id)
+        yield events.Undone(note, outcome.complete)
 
     # -- from graph updates to events --------------------------------------------------------------
 

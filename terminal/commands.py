@@ -1,8 +1,9 @@
 """The commands that work on the thread store from any shell, as the person sees them:
-`fsagent threads [show|rm|reset]`, `approvals`, `approve`, `deny` and `audit`.
+`fsagent threads [show|rm|reset]`, `approvals`, `approve`, `deny`, `undo` and `audit`.
 
 Each takes the store and graph the command line opened for it, and prints. Only `approve`
-and `deny` run the agent; the others need neither LM Studio nor the MCP server.
+and `deny` run the agent; `undo` needs the MCP server but not LM Studio; the others need
+neither.
 """
 
 from __future__ import annotations
@@ -33,6 +34,7 @@ from core.threads import (
 from store.base import AuditRow, Store
 from terminal.console import Terminal
 from terminal.steps import StepPrinter, TurnInterrupter, show_run
+from terminal.undo import finish_cut_off_undo, undo_at_terminal
 
 AUDIT_FIELDS = ("time", "thread", "call_id", "tool", "args", "decision", "reason", "by")
 
@@ -229,6 +231,35 @@ async def decide(
             term.say(f"  {call['id']}: {call['name']}")
         return 3
     return 0
+
+
+# --- undo -------------------------------------------------------------------------------------
+
+
+async def undoable_view(app: CompiledStateGraph, name: str) -> ThreadView:
+    """The thread, idle: an undo changes files the model must then be told about, so a
+    thread in the middle of a run or waiting on the person is answered first."""
+    view = await require_thread(app, name)
+    if view.problem:
+        raise StartupError(cannot_resume_message(view))
+    if view.status != IDLE:
+        raise ThreadError(
+            f"thread '{name}' is {view.status}; open it (fsagent --thread {name}) or answer it "
+            "first, then undo"
+        )
+    return view
+
+
+async def undo(session: ThreadSession, call: str | None, turn: int | None, force: bool) -> int:
+    """`fsagent undo NAME`: finish an undo a crash cut off, or plan one, show it, ask, run."""
+    term = Terminal()
+    printer = StepPrinter(term)
+    run = await session.unfinished_undo()
+    if run is not None:
+        code = await finish_cut_off_undo(session, term, printer)
+        term.say("Run fsagent undo again to undo more.")
+        return code
+    return await undo_at_terminal(session, term, printer, call=call, turn=turn, force=force)
 
 
 # --- audit ------------------------------------------------------------------------------------
