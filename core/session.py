@@ -33,8 +33,17 @@ from core.threads import (
     run_config,
     view_thread,
 )
-from core.tool_groups import ASK_PERSON
-from core.undo import NOTE_PREFIX, Outcome, UndoPlan, begin, model_note, plan_undo, run_steps
+from core.tool_groups import ASK_PERSON, WRITE_TOOLS
+from core.undo import (
+    NOTE_PREFIX,
+    Outcome,
+    UndoError,
+    UndoPlan,
+    begin,
+    model_note,
+    plan_undo,
+    run_steps,
+)
 from store.base import Store, UndoRun
 
 
@@ -143,6 +152,8 @@ class ThreadSession:
     ) -> UndoPlan:
         """What undoing the last turn's writes (or a call's, or a turn's) would restore,
         checked against the files now; nothing runs. Raises core.undo.NothingToUndo."""
+        if not self.can_write:
+            raise UndoError("this session has no write tools (--read-only); undo elsewhere")
         return await plan_undo(
             self.store, self.thread, self.tools, call=call, turn=turn, force=force
         )
@@ -157,8 +168,16 @@ class ThreadSession:
 
         return run()
 
+    @property
+    def can_write(self) -> bool:
+        """Whether the server's write tools are here (not with --read-only)."""
+        return set(self.tools) >= WRITE_TOOLS
+
     async def unfinished_undo(self) -> UndoRun | None:
-        """An undo the person approved that a crash cut off; `finish_undo` finishes it."""
+        """An undo the person approved that a crash cut off; `finish_undo` finishes it.
+        None in a session without write tools, which could not finish it."""
+        if not self.can_write:
+            return None
         return await self.store.unfinished_undo(self.thread)
 
     def finish_undo(self, run: UndoRun) -> AsyncIterator[events.Event]:

@@ -375,7 +375,11 @@ async def check(item: Item, tools: Tools, simulated: dict[str, State]) -> None:
     root = item.record.record.get("root")
     for step in item.steps:
         for path, expected in step.expect.items():
-            current = simulated.get(path) or await current_state(tools, path, expected)
+            try:
+                current = simulated.get(path) or await current_state(tools, path, expected)
+            except ReadError as error:  # outside the roots this session was started with
+                item.problems.append(f"{shown(path, root)} cannot be checked: {error}")
+                continue
             if not matches(expected, current):
                 item.problems.append(difference(path, expected, current, item.record))
         item.lines += await step_lines(step, tools, simulated, root)
@@ -551,7 +555,10 @@ async def run_step(
     row = await store.ledger_row(run.thread, run.undo_id, call["id"])
     if row is None and not force:
         for path, expected in step.expect.items():
-            current = await current_state(tools, path, expected)
+            try:
+                current = await current_state(tools, path, expected)
+            except ReadError:
+                current = {"unreadable": True}
             if not matches(expected, current):
                 text = f"Not run: {path} is not as the undo was planned; nothing was changed."
                 await store.ledger_claim(run.thread, run.undo_id, call["id"], step.tool, step.args)

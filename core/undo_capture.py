@@ -159,18 +159,23 @@ async def old_file(path: str, tools: Tools, budget: Budget, size: int | None = N
     return {"state": "file", "content": content, "sha256": sha256_text(content)}
 
 
-async def before_write(path: str, tools: Tools, budget: Budget) -> Record:
+async def before_write(path: str, tools: Tools, root: str | None, budget: Budget) -> Record:
     """A file about to be written: its content, or that it is absent (with the folders the
-    write would create). Read at once, without asking its size first: one round trip less
-    on every approved write."""
+    write would create). This runs before every approved write, so it asks as little as it
+    can: the file is read at once, without asking its size first (the write's result gives
+    the old hash, which checks the copy when it is undone), and a new file's folder is asked
+    about only when it is not the first root, which always exists."""
     try:
         return await old_file(path, tools, budget)
     except NotReadable:
         raise
     except ReadError as error:
-        if is_not_found(error):
-            return {"state": "absent", "created": await created_folders(path, tools)}
-        raise
+        if not is_not_found(error):
+            raise
+    folder = posixpath.dirname(path)
+    if root and folder == root.rstrip("/"):
+        return {"state": "absent", "created": []}
+    return {"state": "absent", "created": await created_folders(path, tools)}
 
 
 def mode_of(found: dict[str, Any]) -> int:
@@ -255,7 +260,7 @@ async def capture_write(
     args: Args, tools: Tools, root: str | None, budget: Budget, notes: list[str]
 ) -> Record:
     path = absolute(str(args["path"]), root)
-    return {"path": path, "before": await before_write(path, tools, budget)}
+    return {"path": path, "before": await before_write(path, tools, root, budget)}
 
 
 async def capture_touch(
