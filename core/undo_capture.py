@@ -121,7 +121,7 @@ async def capture(
         return {**record, "undoable": False, "why": str(why)}, 0
     except NotReadable as why:
         return {**record, "undoable": False, "why": f"what it replaces cannot be kept: {why}"}, 0
-    except (ReadError, KeyError, TypeError, ValueError) as error:
+    except Exception as error:  # keeping a record must never stop the write itself
         why = f"what it replaces could not be read: {error}"
         return {**record, "undoable": False, "why": why}, 0
     record["notes"] = [note for note in notes if note]
