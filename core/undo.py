@@ -456,7 +456,8 @@ class Outcome:
 def run_plan(plan: UndoPlan, by: str) -> dict[str, Any]:
     """What the store keeps of an approved plan: enough to finish it after a crash."""
     seqs = [item.record.seq for item in plan.to_run]
-    return {"seqs": seqs, "force": plan.force, "by": by, "what": plan.what}
+    root = plan.items[0].record.record.get("root") if plan.items else None
+    return {"seqs": seqs, "force": plan.force, "by": by, "what": plan.what, "root": root}
 
 
 async def begin(store: Store, thread: str, plan: UndoPlan, by: str) -> UndoRun:
@@ -560,7 +561,8 @@ async def run_step(
             except ReadError:
                 current = {"unreadable": True}
             if not matches(expected, current):
-                text = f"Not run: {path} is not as the undo was planned; nothing was changed."
+                where = shown(path, run.plan.get("root"))
+                text = f"Not run: {where} changed since the undo was planned; nothing changed."
                 await store.ledger_claim(run.thread, run.undo_id, call["id"], step.tool, step.args)
                 await store.ledger_done(run.thread, run.undo_id, call["id"], text, True)
                 return text, True

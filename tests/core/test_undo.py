@@ -65,6 +65,7 @@ def test_undo_takes_back_a_turn_of_every_write_tool(workspace: Workspace):
         tool_call("make_dir", {"path": "made/inner"}, id="c4"),
         tool_call("touch", {"path": "stamp"}, id="c5"),
         tool_call("copy", {"source": "template.md", "destination": "copies/t.md"}, id="c6"),
+        tool_call("copy", {"source": "drafts", "destination": "backup/drafts"}, id="c6b"),
         tool_call("move", {"source": "drafts", "destination": "archive/2024/drafts"}, id="c7"),
         tool_call(
             "move", {"source": "src.txt", "destination": "target.txt", "overwrite": True}, id="c8"
@@ -76,6 +77,7 @@ def test_undo_takes_back_a_turn_of_every_write_tool(workspace: Workspace):
         wrote = workspace.run(llm.base_url, "tidy up\n", "--approve", "yes")
         assert wrote.returncode == 0, wrote.stderr
         assert not (root / "old").exists() and (root / "archive/2024/drafts/d1.md").exists()
+        assert (root / "backup/drafts/d1.md").read_text() == "draft one\n"
         assert (root / "target.txt").read_text() == "moved over\n"
 
         undone = workspace.run(NO_LLM, "y\n", "undo", "t")
@@ -86,7 +88,7 @@ def test_undo_takes_back_a_turn_of_every_write_tool(workspace: Workspace):
     assert after_undo == before
     assert modes(root) == before_modes
     out = undone.stdout
-    assert "↶ Undo turn 1: 9 change(s), newest first." in out
+    assert "↶ Undo turn 1: 10 change(s), newest first." in out
     # What it restores is shown before the question: diffs for content, words for the rest.
     assert "    restores notes.md to its content before patch_file:" in out
     assert "    -gamma\n    +beta" in out
@@ -103,7 +105,7 @@ def test_undo_takes_back_a_turn_of_every_write_tool(workspace: Workspace):
     rows = audit(workspace)
     undo_rows = [r for r in rows if r["decision"] == "undo"]
     assert undo_rows and {r["by"] for r in undo_rows} == {"piped"}
-    assert len([r for r in rows if r["decision"] == "approve"]) == 9
+    assert len([r for r in rows if r["decision"] == "approve"]) == 10
 
 
 def test_undo_refuses_a_file_changed_since_and_force_restores_it(workspace: Workspace):
