@@ -149,6 +149,12 @@ def build_parser() -> argparse.ArgumentParser:
         help="approve only this call (repeatable); every other call of the batch is "
         "rejected, so nothing is left half-decided",
     )
+    approve.add_argument(
+        "--answer",
+        metavar="TEXT",
+        help="answer the model's question (ask_person) with TEXT; without it, the model is "
+        "told no one can answer",
+    )
 
     deny = command(
         "deny",
@@ -165,6 +171,22 @@ def build_parser() -> argparse.ArgumentParser:
         "every call in it is rejected",
     )
     deny.add_argument("--reason", default="", help="why, told to the model")
+
+    undo = command(
+        "undo",
+        "take back the last turn's approved changes (or a call's, or a turn's); shows the "
+        "diffs and asks first (needs the MCP server, not LM Studio)",
+        undo_command,
+    )
+    undo.add_argument("name", help="the thread")
+    which = undo.add_mutually_exclusive_group()
+    which.add_argument("--call", metavar="ID", help="undo only this write call")
+    which.add_argument("--turn", type=int, metavar="N", help="undo the writes of the N-th request")
+    undo.add_argument(
+        "--force",
+        action="store_true",
+        help="restore files even if they changed since the write (see the diff first)",
+    )
     return parser
 
 
@@ -611,9 +633,20 @@ async def decide(args: argparse.Namespace, settings: Settings, *, approve: bool)
 
     settings = dataclasses.replace(settings, thread=args.name)
     async with open_reader(settings) as (store, reader), store.hold(args.name):
-        calls = await commands.waiting_calls(reader, args.name)
+        view = await commands.waiting_view(reader, args.name)
+        calls = view.waiting
         reason = getattr(args, "reason", "")
-        decisions = commands.batch_decisions(calls, args.calls, approve, reason)
+        answer = getattr(args, "answer", None)
+        if view.kind == "question":
+            answer = answer if approve else None
+            decisions = commands.question_answers(calls, args.calls, answer, reason)
+        elif answer is not None:
+            raise ThreadError(
+                f"thread '{args.name}' waits for approval of write calls, not for an answer; "
+                "--answer answers a question"
+            )
+        else:
+            decisions = commands.batch_decisions(calls, args.calls, approve, reason)
         async with launch(settings) as launched, open_agent(settings, launched, store) as agent:
             session = ThreadSession(
                 agent.app,
@@ -624,6 +657,45 @@ async def decide(args: argparse.Namespace, settings: Settings, *, approve: bool)
                 verbose=settings.verbose,
             )
             return await commands.decide(session, calls, decisions)
+
+
+def undo_command(args: argparse.Namespace, settings: Settings) -> int:
+    require_store(settings.db, args.name)
+    return asyncio.run(undo(args, settings))
+
+
+async def undo(args: argparse.Namespace, settings: Settings) -> int:
+    """Take writes back through our MCP server (LM Studio is not needed), on the thread's
+    store: the same ledger and audit as any write."""
+    from core.session import ThreadSession
+    from terminal import commands
+
+    async with open_reader(settings) as (store, reader), store.hold(args.name):
+        await commands.undoable_view(reader, args.name)
+        async with open_server_tools(settings) as tools:
+            session = ThreadSession(
+                reader,
+                args.name,
+                store,
+                base_url=settings.base_url,
+                tools=tools,
+                verbose=settings.verbose,
+            )
+            return await commands.undo(session, args.call, args.turn, args.force)
+
+
+@asynccontextmanager
+async def open_server_tools(settings: Settings) -> AsyncIterator[list[BaseTool]]:
+    """Our MCP server's tools alone, without a model."""
+    from core.server_process import start_server, stop_server
+    from core.tools import open_tools
+
+    process = await start_server(check_roots(settings.roots), verbose=settings.verbose)
+    try:
+        async with open_tools(process) as tools:
+            yield tools
+    finally:
+        await stop_server(process)
 
 
 def audit_command(args: argparse.Namespace, settings: Settings) -> int:

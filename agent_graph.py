@@ -2,7 +2,9 @@
 
 router ─► agent_<route> ─► after_agent ─┬─► END           (no tool calls)
                                          ├─► tools         (read calls only)
+                                         ├─► ask           (any ask_person call)
                                          └─► approve       (any write call)
+ask ── interrupt(question payload) ── Command(goto="approve" if writes else "tools")
 approve ── rules, mode, grants; interrupt(payload) for the rest ── Command(goto="tools")
 tools ─► agent_<route>       (writes the audit rows, then runs what was approved)
 """
@@ -24,7 +26,7 @@ from langgraph.graph import END, START, StateGraph
 from langgraph.graph.state import CompiledStateGraph
 from langgraph.types import Command, interrupt
 
-from core import approval
+from core import approval, questions
 from core.audit import rows_for
 from core.ledger import run_write_once
 from core.messages import (
@@ -37,7 +39,8 @@ from core.messages import (
 from core.policy import Policy
 from core.prompts import ROUTER_PROMPT, SYSTEM_PROMPT
 from core.threads import MAX_MODEL_CALLS_PER_TURN, PERSON_UPDATE
-from core.tool_groups import ROUTES, WRITE_TOOLS, tools_for_group
+from core.tool_groups import ASK_PERSON, ROUTES, WRITE_TOOLS, tools_for_group
+from core.undo_capture import capture
 from store.base import Store
 
 # --- state ---------------------------------------------------------------------------------
@@ -52,6 +55,9 @@ class AgentState(TypedDict, total=False):
     # The person's "a" answers: a tool and a folder each. Written by `approve` when granted,
     # and by `person_update` when revoked; they end with the thread.
     grants: list[dict[str, str]]
+    # The person's requests so far, counted by the router: write calls are kept for undo by
+    # the turn they ran in (`fsagent undo NAME --turn N`).
+    turn: int
 
 
 def parse_route(text: str) -> str:
@@ -76,17 +82,24 @@ def build_graph(
     store: Store | None = None,
     max_model_calls: int = MAX_MODEL_CALLS_PER_TURN,
 ) -> CompiledStateGraph:
-    """The approval graph. With a `store`, every decision is audited there and every write
+    """The approval graph. With a `store`, every decision is audited there, every write
     call runs at most once per thread, however often the tools step itself runs again (a
-    resume after a crash)."""
+    resume after a crash), and what each write replaces is kept there first, for undo."""
     policy = policy or Policy(roots=(Path.cwd().resolve(),))  # no rules: every write asks
+    tools = [*tools, questions.ask_person_tool()]  # the model may always ask the person
     tools_by_name = {tool.name: tool for tool in tools}
+    first_root = str(policy.roots[0])
     schemas = {tool.name: _input_schema(tool) for tool in tools}
 
     async def router(state: AgentState) -> dict[str, Any]:
         question = last_human_text(state.get("messages", []))
         answer = await model().ainvoke([SystemMessage(ROUTER_PROMPT), HumanMessage(question)])
-        return {"route": parse_route(str(answer.content)), "model_calls": 0, "approvals": {}}
+        return {
+            "route": parse_route(str(answer.content)),
+            "model_calls": 0,
+            "approvals": {},
+            "turn": state.get("turn", 0) + 1,
+        }
 
     def make_agent(group: str) -> Any:
         bound: list[Any] = []  # bound on first use: the model is built at the first prompt
@@ -111,9 +124,26 @@ def build_graph(
         message = last_ai_message(state.get("messages", []))
         if message is None or not (message.tool_calls or message.invalid_tool_calls):
             return END
+        if questions.questions_to_ask(message, schemas):
+            return "ask"
         if approval.writes_to_review(message, schemas):
             return "approve"
         return "tools"
+
+    def ask(state: AgentState) -> Command:
+        # Like approve: pure before interrupt(), so running again on resume changes nothing.
+        # A question is not a write: --approve yes does not answer it, --approve no means
+        # no one is asked.
+        message = last_ai_message(state.get("messages", []))
+        assert message is not None, "ask is only reached after a model message"
+        calls = questions.questions_to_ask(message, schemas)
+        if mode == "no":
+            answers = questions.unanswered_by_mode(calls)
+        else:
+            payload = questions.question_payload(state.get("route", "general"), calls)
+            answers = questions.record_answers(interrupt(payload), calls)
+        goto = "approve" if approval.writes_to_review(message, schemas) else "tools"
+        return Command(goto=goto, update={"approvals": answers})
 
     def approve(state: AgentState) -> Command:
         # Runs again from the top on resume: nothing before interrupt() may have an effect,
@@ -122,7 +152,7 @@ def build_graph(
         assert message is not None, "approve is only reached after a model message"
         grants = list(state.get("grants") or [])
         calls = approval.writes_to_review(message, schemas)
-        approvals = {}
+        approvals = dict(state.get("approvals") or {})  # the answers to questions, if any
         for call in calls:
             record = approval.decide_without_person(call, policy, mode, grants)
             if record is not None:
@@ -156,15 +186,20 @@ def build_graph(
         thread = str(config["configurable"]["thread_id"])
         if store is not None:
             await store.record_audit(rows_for(thread, message, approvals))
+        turn = state.get("turn", 0)
         results = []
         for call in message.tool_calls:
             refusal = approval.answer_without_running(call, approvals, schemas)
-            results.append(refusal or await run_call(call, approvals, str(message.id), thread))
+            if refusal is None and call["name"] == ASK_PERSON:
+                refusal = questions.answer_message(call, approvals.get(call["id"]))
+            results.append(
+                refusal or await run_call(call, approvals, str(message.id), thread, turn)
+            )
         results += [approval.answer_invalid_call(c) for c in message.invalid_tool_calls]
         return {"messages": results, "approvals": {}}
 
     async def run_call(
-        call: dict[str, Any], approvals: dict[str, Any], message_id: str, thread: str
+        call: dict[str, Any], approvals: dict[str, Any], message_id: str, thread: str, turn: int
     ) -> Any:
         def run() -> Any:
             return _run_call(call, approvals, tools_by_name)
@@ -172,7 +207,15 @@ def build_graph(
         if store is None or call["name"] not in WRITE_TOOLS:
             return await run()
         args = _call_args(call, approvals)
-        return await run_write_once(store, thread, message_id, call, args, run)
+
+        async def keep() -> None:
+            used = await store.undo_bytes(thread)
+            record, size = await capture(call["name"], args, tools_by_name, first_root, used)
+            await store.keep_undo(
+                thread, message_id, call["id"], turn, call["name"], args, record, size
+            )
+
+        return await run_write_once(store, thread, message_id, call, args, run, keep)
 
     def back_to_agent(state: AgentState) -> str:
         return f"agent_{state.get('route', 'general')}"
@@ -181,7 +224,8 @@ def build_graph(
     graph.add_node("router", router)
     for group in ROUTES:
         graph.add_node(f"agent_{group}", make_agent(group))
-        graph.add_conditional_edges(f"agent_{group}", after_agent, ["approve", "tools", END])
+        graph.add_conditional_edges(f"agent_{group}", after_agent, ["ask", "approve", "tools", END])
+    graph.add_node("ask", ask, destinations=("approve", "tools"))
     graph.add_node("approve", approve, destinations=("tools",))
     graph.add_node("tools", run_tools)
     graph.add_node(PERSON_UPDATE, lambda state: {})

@@ -16,20 +16,27 @@ from core import events
 from core.approval import describe_grant
 from core.errors import StartupError
 from core.policy import Grant, Policy
+from core.questions import is_question
 from core.session import ThreadSession
 from core.text import format_call
 from core.threads import INTERRUPTED, cannot_resume_message, pending_approval
 from terminal.console import Terminal
+from terminal.question import QUESTION_ANSWERS, answer_questions
 from terminal.review import ANSWER_WORDS, PIPED_ANSWERS, NotAnAnswer, review
 from terminal.steps import StepPrinter, TurnInterrupter, show_run
+from terminal.undo import finish_cut_off_undo, parse_undo, undo_at_terminal
 
 QUIT_WORDS = frozenset({"quit", "exit"})
-PERSON_COMMANDS = ("/grants", "/revoke")  # at the prompt: the thread's grants
+# At the prompt: the thread's grants, and taking approved changes back.
+PERSON_COMMANDS = ("/grants", "/revoke", "/undo")
 
 
 def banner(snapshot: StateSnapshot | None, tool_count: int, thread: str) -> str:
     head = f"Loaded {tool_count} tools. Thread '{thread}': "
     payload = pending_approval(snapshot)
+    if payload and is_question(payload):
+        asked = "; ".join(repr(c.get("question", "")) for c in payload["calls"])
+        return head + f"paused: waiting for your answer to {asked}."
     if payload:
         calls = ", ".join(format_call(c["name"], c["args"], 60) for c in payload["calls"])
         return head + f"paused: waiting for your approval of {calls}."
@@ -80,11 +87,17 @@ class Conversation:
         state of a thread just opened: loading the state again would cost a whole-history
         read."""
         while payload:
+            question = is_question(payload)
             try:
-                decisions = await review(self.term, payload, self.session.preview)
+                if question:
+                    decisions = answer_questions(self.term, payload)
+                else:
+                    decisions = await review(self.term, payload, self.session.preview)
             except NotAnAnswer as refused:
+                where = "the question" if question else "the approval"
+                expected = QUESTION_ANSWERS if question else PIPED_ANSWERS
                 line = (
-                    f"not an answer at the approval: {refused} (answer {PIPED_ANSWERS}); "
+                    f"not an answer at {where}: {refused} (answer {expected}); "
                     "nothing was run, the thread stays paused"
                 )
                 print(f"fsagent: {line}", file=sys.stderr, flush=True)
@@ -98,19 +111,32 @@ class Conversation:
             payload = self.session.paused_on
         return True
 
-    async def person_command(self, line: str) -> None:
-        """`/grants` lists the thread's grants; `/revoke N` removes one."""
+    async def person_command(self, line: str) -> int | None:
+        """`/grants` lists the thread's grants; `/revoke N` removes one; `/undo` takes the
+        last turn's approved writes back. An exit code when the session must end (a piped
+        line that does not answer the undo)."""
         word, _, argument = line.strip().partition(" ")
+        if word == "/undo":
+            try:
+                call, turn, force = parse_undo(argument.split())
+            except ValueError as wrong:
+                self.term.say(str(wrong))
+                return None
+            code = await undo_at_terminal(
+                self.session, self.term, self.printer, call=call, turn=turn, force=force
+            )
+            return code if code == 3 else None
         if word == "/grants":
             for text in grant_lines(await self.session.grants()):
                 self.term.say(text)
-            return
+            return None
         number = argument.strip()
         gone = await self.session.revoke(int(number)) if number.isdigit() else None
         if gone is None:
             self.term.say(f"no grant {number!r}; /grants lists them")
-            return
+            return None
         self.term.say(f"Revoked: {gone}. It will be asked about again.")
+        return None
 
     async def turn(self, prompt: str) -> bool:
         self.term.event("prompt", text=prompt)
@@ -141,6 +167,8 @@ async def run_session(
     printer = StepPrinter(term)
     with TurnInterrupter(asyncio.get_running_loop()) as interrupter:
         conversation = Conversation(session, term, printer, interrupter, strict=strict)
+        # An undo the person approved and a crash cut off: finished before anything else.
+        await finish_cut_off_undo(session, term, printer)
         if view is not None and view.status == INTERRUPTED:
             # A crash mid-run: finish it, so nothing approved is lost; the ledger keeps
             # every write that already ran (or may have) from running again.
@@ -158,7 +186,7 @@ async def run_session(
 # (the model skipped the call): sending it to the model could make it act on its own.
 def looks_like_an_answer(line: str) -> bool:
     word, colon, _ = line.strip().lower().partition(":")
-    return word.strip() in ANSWER_WORDS and (not colon or word.strip() in ("n", "no", "e"))
+    return word.strip() in ANSWER_WORDS and (not colon or word.strip() in ("n", "no", "e", "r"))
 
 
 async def prompt_loop(conversation: Conversation, ask: Callable[[str], str | None]) -> int:
@@ -174,7 +202,9 @@ async def prompt_loop(conversation: Conversation, ask: Callable[[str], str | Non
         if not line.strip():
             continue
         if line.split()[0] in PERSON_COMMANDS:
-            await conversation.person_command(line)
+            code = await conversation.person_command(line)
+            if code is not None:
+                return code
             continue
         if looks_like_an_answer(line):
             warning = f"not sent to the model: {line.strip()!r} looks like an approval answer, "

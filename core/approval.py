@@ -19,10 +19,13 @@ from core.policy import Grant, Policy
 from core.tool_groups import WRITE_TOOLS
 
 APPROVAL_KIND = "approval"
-APPROVAL_VERSION = 1
-ALL_DECISIONS: tuple[str, ...] = ("approve", "edit", "reject")
-# A delete has nothing to edit that would not be a different call; approve or reject it.
-LIMITED_DECISIONS: dict[str, tuple[str, ...]] = {"delete": ("approve", "reject")}
+# Version 2 added `respond`. A version-1 payload (a thread paused by an older release) still
+# resumes: the resume value has the same shape, and what it may say is judged by tool here.
+APPROVAL_VERSION = 2
+RESUMABLE_VERSIONS: frozenset[int] = frozenset({1, 2})
+ALL_DECISIONS: tuple[str, ...] = ("approve", "edit", "reject", "respond")
+# A delete has nothing to edit that would not be a different call; approve, reject or answer.
+LIMITED_DECISIONS: dict[str, tuple[str, ...]] = {"delete": ("approve", "reject", "respond")}
 
 # Who decided a call. The display says whether a person typed it or a pipe supplied it.
 PERSON_SOURCES: tuple[str, ...] = ("person", "piped")
@@ -114,11 +117,13 @@ def approval_payload(route: str, calls: list[ToolCall]) -> dict[str, Any]:
     }
 
 
-def is_current_payload(value: Any) -> bool:
+def is_resumable_approval(value: Any) -> bool:
+    """An approval payload this version can resume: the current one, or an older one whose
+    resume value means the same."""
     return (
         isinstance(value, dict)
         and value.get("kind") == APPROVAL_KIND
-        and value.get("version") == APPROVAL_VERSION
+        and value.get("version") in RESUMABLE_VERSIONS
         and isinstance(value.get("calls"), list)
     )
 
@@ -128,9 +133,10 @@ def record_decisions(
 ) -> dict[str, Decision]:
     """Turn a resume value into one approval record per call, failing closed.
 
-    Records have `type` "approve" (with `args` when the person edited them) or "reject"
-    (with a `message`), plus what the audit needs: `tool`, the `decision` as given
-    (approve, edit, grant or reject) and `by` (person or piped). A missing, malformed or
+    Records have `type` "approve" (with `args` when the person edited them), "reject" (with
+    a `message`) or "respond" (with the person's `message`, which the model reads as the
+    call's result), plus what the audit needs: `tool`, the `decision` as given (approve,
+    edit, grant, reject or respond) and `by` (person or piped). A missing, malformed or
     disallowed decision is a rejection.
     """
     given = answer.get("decisions") if isinstance(answer, dict) else None
@@ -165,6 +171,11 @@ def record_one(decision: Any, call: ToolCall, schemas: dict[str, dict[str, Any]]
         if problem:
             return rejected(f"the person's edit could not run: {problem}")
         return {"type": "approve", "decision": "edit", "args": args, "edited": True}
+    if kind == "respond":
+        text = decision.get("message")
+        if not isinstance(text, str) or not text.strip():
+            return rejected("the person chose to respond but gave no text, so it was not run")
+        return {"type": "respond", "decision": "respond", "message": text.strip()}
     message = decision.get("message")
     return rejected(str(message) if message else "")
 
@@ -240,6 +251,14 @@ def rejection_text(call: ToolCall, reason: str, by: str = "person") -> str:
     return text + " Do not retry this call; ask the person what they want instead."
 
 
+def respond_text(call: ToolCall, answer: str) -> str:
+    """What the model reads when the person answered in the call's place."""
+    return (
+        f"The person answered instead of running {call['name']} (it did not run; nothing was "
+        f"changed). The person's answer: {answer}"
+    )
+
+
 def edited_preamble(call: ToolCall, edited_args: dict[str, Any]) -> str:
     """Tells the model the person changed its call, and how, so it reports the edited result
     and does not redo (or "correct") the original."""
@@ -276,6 +295,8 @@ def answer_without_running(
         return None
     if not isinstance(record, dict):
         reason, by = "no approval was recorded for it, so it was not run", "person"
+    elif record.get("type") == "respond":
+        return tool_message(call["id"], respond_text(call, str(record.get("message", ""))))
     else:
         reason, by = str(record.get("message", "")), str(record.get("by", "person"))
     return tool_message(call["id"], rejection_text(call, reason, by), error=True)

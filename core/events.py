@@ -54,12 +54,12 @@ class ToolResult:
 
 @dataclass(frozen=True)
 class Decision:
-    """A decision on a write call. The core reports those a rule, the --approve mode or a
-    grant made; a front-end reports its person's."""
+    """A decision on a write call, or on a question (ask_person). The core reports those a
+    rule, the --approve mode or a grant made; a front-end reports its person's."""
 
     call_id: str
     tool: str
-    decision: str  # approve, edit, grant or reject
+    decision: str  # approve, edit, grant, reject, respond; answer or unanswered (questions)
     reason: str
     by: str  # rule, mode, grant, person, piped, admin
 
@@ -76,6 +76,15 @@ class Paused:
 
 
 @dataclass(frozen=True)
+class Undone:
+    """An undo ran: `text` is what the model was told in the thread; `complete` is False
+    when some step failed (the text says which)."""
+
+    text: str
+    complete: bool
+
+
+@dataclass(frozen=True)
 class Failed:
     """The run failed: `text` is one line the person can act on. With `fatal`, the session
     raises the error after this event (--verbose, or a replay that drifted)."""
@@ -84,4 +93,4 @@ class Failed:
     fatal: bool = False
 
 
-Event = Route | TextDelta | Answer | ToolCall | ToolResult | Decision | Paused | Failed
+Event = Route | TextDelta | Answer | ToolCall | ToolResult | Decision | Paused | Undone | Failed

@@ -33,9 +33,14 @@ async def run_write_once(
     call: dict[str, Any],
     args: Any,
     run: Callable[[], Awaitable[ToolMessage]],
+    keep: Callable[[], Awaitable[None]] | None = None,
 ) -> ToolMessage:
-    """Run a write call unless the ledger says it ran (or may have) already."""
+    """Run a write call unless the ledger says it ran (or may have) already. `keep` runs
+    first, before the claim, only for a call that has not started: it keeps what the write
+    will replace (core.undo_capture), so the record is stored before the file changes."""
     row = await store.ledger_row(thread, message_id, call["id"])
+    if row is None and keep is not None:
+        await keep()
     if row is None and not await store.ledger_claim(
         thread, message_id, call["id"], call["name"], args
     ):

@@ -3,7 +3,8 @@
 Each preview asks the same MCP server the call would run on, with side-effect-free calls
 only: write_file and patch_file with `dry_run=True` (the server returns the diff),
 get_file_info and list_directory_with_sizes for delete, move and copy. A preview that fails
-says why; it is never silently cut (`cut` says how much was left out).
+says why; it is never silently cut (`cut` says how much was left out). A write that could not
+be undone (over the undo limits, binary, a symlink) says so here too (`undo_note`).
 """
 
 from __future__ import annotations
@@ -11,7 +12,8 @@ from __future__ import annotations
 import json
 from typing import Any
 
-from core.messages import content_text
+from core.server_reads import ReadError, ask, info
+from core.undo_capture import CAPTURES, capture, undo_lines
 
 PREVIEW_LINES = 40
 NEW_FILE_HEAD = 15
@@ -29,11 +31,20 @@ async def preview(call: dict[str, Any], tools: Tools) -> list[str]:
         return []
     try:
         lines = await make(call["args"], tools)
-    except PreviewError as error:
+    except ReadError as error:
         lines = [f"(no preview: {error})"]
     except (ValueError, KeyError, TypeError) as error:  # an answer of a shape we did not expect
         lines = [f"(no preview: unexpected answer from the server: {error})"]
     return cut(lines)
+
+
+async def undo_note(call: dict[str, Any], tools: Tools, thread_used: int) -> list[str]:
+    """Said before the person decides, when a write cannot be undone (or not exactly): the
+    same record the write would keep is made, and nothing is kept."""
+    if call["name"] not in CAPTURES:
+        return []
+    record, _ = await capture(call["name"], call["args"], tools, None, thread_used)
+    return undo_lines(record)
 
 
 def cut(lines: list[str], limit: int = PREVIEW_LINES) -> list[str]:
@@ -47,36 +58,6 @@ def clip_line(line: str) -> str:
     if len(line) <= LINE_WIDTH:
         return line
     return f"{line[:LINE_WIDTH]}… (+{len(line) - LINE_WIDTH:,} chars)"
-
-
-class PreviewError(Exception):
-    """A preview the server could not make; the message says why."""
-
-
-async def ask(tools: Tools, name: str, args: dict[str, Any]) -> str:
-    """Call a read-only (or dry-run) tool; its error text becomes a PreviewError."""
-    if name not in tools:
-        raise PreviewError(f"the server offers no {name}")
-    try:
-        result = await tools[name].ainvoke(
-            {"type": "tool_call", "name": name, "args": args, "id": "preview"}
-        )
-    except Exception as error:  # a preview must never stop the review
-        raise PreviewError(str(error)) from error
-    text = content_text(result.content)
-    if result.status == "error":
-        raise PreviewError(text)
-    return text
-
-
-async def info(tools: Tools, path: str) -> dict[str, Any] | None:
-    """get_file_info as a dict; None when nothing is there."""
-    try:
-        return json.loads(await ask(tools, "get_file_info", {"path": path}))
-    except PreviewError as error:
-        if "not found" in str(error) or "No such file" in str(error):
-            return None
-        raise
 
 
 # --- one preview per write tool --------------------------------------------------------------

@@ -1,5 +1,5 @@
 """A thread, as a front-end drives it: start a turn, stream its events, pause for approval,
-resume with decisions, close a run that was cut off, and the thread's grants.
+resume with decisions, close a run that was cut off, the thread's grants, and undo.
 
 A front-end iterates a run (`turn`, `resume`, `finish_cut_off_run`) and shows its events; the
 last event of a run that paused is `Paused`. A run that fails yields `Failed` and leaves the
@@ -23,7 +23,7 @@ from core.error_lines import describe_error
 from core.errors import ReplayMismatch
 from core.messages import content_text
 from core.policy import Grant
-from core.preview import preview
+from core.preview import preview, undo_note
 from core.threads import (
     PERSON_UPDATE,
     ThreadView,
@@ -33,7 +33,18 @@ from core.threads import (
     run_config,
     view_thread,
 )
-from store.base import Store
+from core.tool_groups import ASK_PERSON, WRITE_TOOLS
+from core.undo import (
+    NOTE_PREFIX,
+    Outcome,
+    UndoError,
+    UndoPlan,
+    begin,
+    model_note,
+    plan_undo,
+    run_steps,
+)
+from store.base import Store, UndoRun
 
 
 class ThreadSession:
@@ -56,7 +67,7 @@ class ThreadSession:
         self.tools = {tool.name: tool for tool in tools or []}
         self.verbose = verbose
         self.config = run_config(thread)
-        self.paused_on: dict[str, Any] | None = None  # the approval the last run stopped at
+        self.paused_on: dict[str, Any] | None = None  # the approval or question it stopped at
         self._call_names: dict[str, str] = {}
 
     # -- reading the thread ----------------------------------------------------------------------
@@ -65,12 +76,15 @@ class ThreadSession:
         return await view_thread(self.app, self.thread)
 
     async def pending(self) -> dict[str, Any] | None:
-        """The approval the thread waits on, if any: what a front-end asks about."""
+        """The approval or question the thread waits on, if any: what a front-end asks
+        about."""
         return pending_approval(await self.app.aget_state(self.config))
 
     async def preview(self, call: dict[str, Any]) -> list[str]:
-        """What a pending write call would change, worked out without changing anything."""
-        return await preview(call, self.tools)
+        """What a pending write call would change, worked out without changing anything,
+        and whether it could be undone when it could not."""
+        lines = await preview(call, self.tools)
+        return lines + await undo_note(call, self.tools, await self.store.undo_bytes(self.thread))
 
     # -- runs ------------------------------------------------------------------------------------
 
@@ -79,7 +93,9 @@ class ThreadSession:
         return self.run({"messages": [HumanMessage(content=text, id=new_id("human"))]})
 
     def resume(self, decisions: dict[str, Any]) -> AsyncIterator[events.Event]:
-        """Answer the pending approval (the contract's resume value) and run on."""
+        """Answer what the thread waits on and run on: an approval with the contract's
+        `{"decisions": {call_id: ...}}`, a question with `{"answers": {call_id: text}}`
+        (see core.questions)."""
         return self.run(Command(resume=decisions))
 
     def finish_cut_off_run(self) -> AsyncIterator[events.Event]:
@@ -129,6 +145,59 @@ class ThreadSession:
         await self.app.aupdate_state(self.config, {"grants": grants}, as_node=PERSON_UPDATE)
         return describe_grant(gone)
 
+    # -- undo ------------------------------------------------------------------------------------
+
+    async def plan_undo(
+        self, *, call: str | None = None, turn: int | None = None, force: bool = False
+    ) -> UndoPlan:
+        """What undoing the last turn's writes (or a call's, or a turn's) would restore,
+        checked against the files now; nothing runs. Raises core.undo.NothingToUndo."""
+        if not self.can_write:
+            raise UndoError("this session has no write tools (--read-only); undo elsewhere")
+        return await plan_undo(
+            self.store, self.thread, self.tools, call=call, turn=turn, force=force
+        )
+
+    def undo(self, plan: UndoPlan, by: str) -> AsyncIterator[events.Event]:
+        """Run a plan the person approved (`by`: person or piped): each step a write of
+        its own, through the ledger and the audit; the model is told what was undone."""
+
+        async def run() -> AsyncIterator[events.Event]:
+            async for event in self._run_undo(await begin(self.store, self.thread, plan, by)):
+                yield event
+
+        return run()
+
+    @property
+    def can_write(self) -> bool:
+        """Whether the server's write tools are here (not with --read-only)."""
+        return set(self.tools) >= WRITE_TOOLS
+
+    async def unfinished_undo(self) -> UndoRun | None:
+        """An undo the person approved that a crash cut off; `finish_undo` finishes it.
+        None in a session without write tools, which could not finish it."""
+        if not self.can_write:
+            return None
+        return await self.store.unfinished_undo(self.thread)
+
+    def finish_undo(self, run: UndoRun) -> AsyncIterator[events.Event]:
+        """Finish a cut-off undo: steps that ran (or may have) are not run again."""
+        return self._run_undo(run)
+
+    async def _run_undo(self, run: UndoRun) -> AsyncIterator[events.Event]:
+        outcome = Outcome()
+        async for step in run_steps(self.store, self.tools, run, outcome):
+            call_id, tool = step.call["id"], step.call["name"]
+            yield events.ToolCall(call_id, tool, step.call["args"])
+            yield events.ToolResult(call_id, tool, step.text, step.failed)
+        note = model_note(run, outcome)
+        # The model's picture of the files must stay true: it reads this with the history.
+        # A fixed id, so a finish after a crash adds it once.
+        told = HumanMessage(content=note, id=NOTE_PREFIX + run.undo_id)
+        await self.app.aupdate_state(self.config, {"messages": [told]}, as_node=PERSON_UPDATE)
+        await self.store.finish_undo(self.thread, run.undo_id)
+        yield events.Undone(note, outcome.complete)
+
     # -- from graph updates to events --------------------------------------------------------------
 
     def _events(self, mode: str, chunk: Any) -> Iterator[events.Event]:
@@ -150,8 +219,11 @@ class ThreadSession:
             return
         if node == "router" and "route" in update:
             yield events.Route(update["route"])
-        if node == "approve":
-            yield from automatic_decisions(update.get("approvals") or {})
+        if node in ("approve", "ask"):
+            records = update.get("approvals") or {}
+            if node == "approve":  # it carries the ask step's records on; shown there already
+                records = {k: r for k, r in records.items() if r.get("tool") != ASK_PERSON}
+            yield from automatic_decisions(records)
         for message in update.get("messages") or []:
             if isinstance(message, AIMessage):
                 yield from self._model_message(message)

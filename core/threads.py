@@ -15,17 +15,22 @@ from langgraph.graph import END
 from langgraph.graph.state import CompiledStateGraph
 from langgraph.types import StateSnapshot
 
-from core.approval import cut_off_answer, is_current_payload
+from core.approval import APPROVAL_KIND, cut_off_answer, is_resumable_approval
 from core.errors import ThreadError
 from core.ledger import recorded_answer
 from core.messages import unanswered_calls
+from core.questions import QUESTION_KIND, is_question, is_resumable_question
 from core.text import format_call
 from core.tool_groups import WRITE_TOOLS
 from store.base import Store
 
 IDLE = "idle"
 WAITING = "waiting for approval"
+WAITING_ANSWER = "waiting for an answer"  # to the model's ask_person question
 INTERRUPTED = "interrupted"
+
+# What a paused thread can wait on: an approval of write calls, or an answer to a question.
+PAUSE_KINDS: tuple[str, ...] = (APPROVAL_KIND, QUESTION_KIND)
 
 # The node whose name updates made between turns (revoking a grant) are recorded under. It
 # never runs; it leads to END, so an update as it schedules nothing.
@@ -56,6 +61,7 @@ class ThreadView:
     messages: list[AnyMessage]
     last_activity: str
     waiting: list[dict[str, Any]] = field(default_factory=list)  # the calls of the approval
+    kind: str | None = None  # what it waits on: "approval" or "question"
     steps: list[str] = field(default_factory=list)  # where the last run stopped
     problem: str | None = None  # why this version cannot resume it
     snapshot: StateSnapshot | None = None  # the state it was judged from, for reuse
@@ -72,10 +78,11 @@ async def view_thread(app: CompiledStateGraph, name: str) -> ThreadView | None:
     snapshot = await app.aget_state(config)
     steps = stopped_at(raw.checkpoint)
     payloads = stored_interrupts(raw.pending_writes or [])
-    waiting = next((p["calls"] for p in payloads if is_approval(p)), [])
+    pause = next((p for p in payloads if is_pause(p)), None)
+    waiting = list(pause["calls"]) if pause else []
     problem = resume_problem(app, steps, payloads, snapshot)
     if payloads:
-        status = WAITING
+        status = WAITING_ANSWER if pause and pause["kind"] == QUESTION_KIND else WAITING
     elif steps:
         status = INTERRUPTED
     else:
@@ -86,6 +93,7 @@ async def view_thread(app: CompiledStateGraph, name: str) -> ThreadView | None:
         messages=list((snapshot.values or {}).get("messages") or []),
         last_activity=str(raw.checkpoint.get("ts") or ""),
         waiting=waiting,
+        kind=pause["kind"] if pause else None,
         steps=steps,
         problem=problem,
         snapshot=snapshot,
@@ -111,12 +119,13 @@ def stored_interrupts(pending_writes: list[Any]) -> list[Any]:
     return values
 
 
-def is_approval(value: Any) -> bool:
-    return isinstance(value, dict) and value.get("kind") == "approval" and "calls" in value
+def is_pause(value: Any) -> bool:
+    """An interrupt payload a person answers: an approval or a question."""
+    return isinstance(value, dict) and value.get("kind") in PAUSE_KINDS and "calls" in value
 
 
 def pending_approval(snapshot: StateSnapshot | None) -> dict[str, Any] | None:
-    """The approval payload a thread's state waits on, if any."""
+    """The payload a thread's state waits on (an approval or a question), if any."""
     if snapshot is None:
         return None
     return approval_among(snapshot.interrupts)
@@ -124,7 +133,7 @@ def pending_approval(snapshot: StateSnapshot | None) -> dict[str, Any] | None:
 
 def approval_among(interrupts: Any) -> dict[str, Any] | None:
     for interrupt in interrupts:
-        if isinstance(interrupt.value, dict) and interrupt.value.get("kind") == "approval":
+        if is_pause(interrupt.value):
             return interrupt.value
     return None
 
@@ -136,9 +145,10 @@ def resume_problem(
         if step not in app.nodes:
             return f"it is paused at step {step!r}, which this version of fsagent does not have"
     for payload in payloads:
-        if not is_current_payload(payload):
+        if not (is_resumable_approval(payload) or is_resumable_question(payload)):
             version = payload.get("version") if isinstance(payload, dict) else None
-            return f"it waits on an approval of another format (version {version!r})"
+            what = "a question" if is_question(payload) else "an approval"
+            return f"it waits on {what} of another format (version {version!r})"
     if payloads and not snapshot.interrupts:
         return "its pending approval is not one this version of fsagent can resume"
     return None

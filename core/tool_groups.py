@@ -13,12 +13,15 @@ if TYPE_CHECKING:
 # The write tools (each one waits for approval) and the read tools, as our server names them.
 WRITE_TOOLS: frozenset[str] = WRITE_TOOL_NAMES
 ALLOWED_TOOLS: frozenset[str] = READ_TOOL_NAMES
+# The agent's own tool, not the server's: the model asks the person (core.questions). Every
+# group offers it.
+ASK_PERSON = "ask_person"
 
 # Each group is an agent node (`agent_<group>`) bound to these tools. `general` gets every tool.
 # Groups only narrow what the model is offered; approval is decided by tool name, never by group.
 TOOL_GROUPS: dict[str, frozenset[str] | None] = {
     # Files and folders: every tool but the searches.
-    "filesystem": (ALLOWED_TOOLS - {"search_files", "grep"}) | WRITE_TOOLS,
+    "filesystem": (ALLOWED_TOOLS - {"search_files", "grep"}) | WRITE_TOOLS | {ASK_PERSON},
     "search": frozenset(
         {
             "list_allowed_roots",
@@ -28,6 +31,7 @@ TOOL_GROUPS: dict[str, frozenset[str] | None] = {
             "grep",
             "read_file",
             "get_file_info",
+            ASK_PERSON,
         }
     ),
     "general": None,  # None means every loaded tool

@@ -2,12 +2,14 @@
 
 A store is one database holding LangGraph's checkpoints (through its own saver) and our
 tables: the thread registry with its one-process lock, the write ledger that makes every
-write run at most once, the audit log, and our schema version. The core only ever sees this
+write run at most once, the audit log, the undo records (what each approved write replaced)
+and our schema version. The core only ever sees this
 interface, so a second database (Postgres) is a second implementation, not a second code path.
 """
 
 from __future__ import annotations
 
+import json
 from contextlib import AbstractAsyncContextManager
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Protocol
@@ -47,16 +49,6 @@ class LedgerEntry:
 
 
 @dataclass(frozen=True)
-class ThreadRecord:
-    """What our tables hold of one thread beside its checkpoints: its registry row (without
-    a holder) and its ledger. The audit log is copied whole, threads deleted since included."""
-
-    name: str
-    created_at: str | None
-    ledger: tuple[LedgerEntry, ...]
-
-
-@dataclass(frozen=True)
 class AuditRow:
     """One decision on one write call, with the arguments that ran (edited ones too)."""
 
@@ -66,9 +58,63 @@ class AuditRow:
     call_id: str
     tool: str
     args: Any
-    decision: str  # approve, edit, grant or reject
+    decision: str  # approve, edit, grant, reject, respond, undo; answer, unanswered
     reason: str
     by: str  # person, piped, rule, grant or mode
+
+
+@dataclass(frozen=True)
+class UndoRecord:
+    """What one write call replaced, kept before it ran, so it can be put back."""
+
+    seq: int  # the order records were kept in: a later write has a larger seq
+    thread: str
+    message_id: str
+    call_id: str
+    turn: int  # the person's request it ran in, counted from 1
+    tool: str
+    args: Any
+    record: dict[str, Any]  # the old state, as core.undo_capture writes it
+    size: int  # bytes of old content it holds (the per-thread limit counts these)
+    undone_by: str | None  # the undo that took it back; None while it stands
+
+    def values(self, kept_at: str) -> tuple[Any, ...]:
+        """The columns a copy inserts, in table order (its seq is numbered anew, in order)."""
+        return (
+            self.thread,
+            self.message_id,
+            self.call_id,
+            self.turn,
+            self.tool,
+            json.dumps(self.args, ensure_ascii=False),
+            json.dumps(self.record, ensure_ascii=False),
+            self.size,
+            self.undone_by,
+            kept_at,
+        )
+
+
+@dataclass(frozen=True)
+class UndoRun:
+    """An undo the person approved: which records it takes back, and whether it finished."""
+
+    thread: str
+    undo_id: str
+    plan: dict[str, Any]  # as core.undo writes it: the records' seqs, forced or not, by whom
+    status: str  # "running" or "done"
+
+
+@dataclass(frozen=True)
+class ThreadRecord:
+    """What our tables hold of one thread beside its checkpoints: its registry row (without
+    a holder), its ledger and its undo records and runs. The audit log is copied whole,
+    threads deleted since included."""
+
+    name: str
+    created_at: str | None
+    ledger: tuple[LedgerEntry, ...]
+    undo: tuple[UndoRecord, ...] = ()  # oldest first; the copy numbers them anew, in order
+    undo_runs: tuple[UndoRun, ...] = ()
 
 
 class Store(Protocol):
@@ -98,7 +144,8 @@ class Store(Protocol):
         ...
 
     async def forget(self, thread: str) -> None:
-        """Delete the thread: its checkpoints, registry row and ledger. The audit stays."""
+        """Delete the thread: its checkpoints, registry row, ledger and undo records. The
+        audit stays."""
         ...
 
     # -- the ledger ------------------------------------------------------------------------------
@@ -133,6 +180,46 @@ class Store(Protocol):
         """Register the thread (with no holder) and add its ledger rows; rows already there
         are kept as they were."""
         ...
+
+    # -- undo ------------------------------------------------------------------------------------
+
+    async def keep_undo(
+        self,
+        thread: str,
+        message_id: str,
+        call_id: str,
+        turn: int,
+        tool: str,
+        args: Any,
+        record: dict[str, Any],
+        size: int,
+    ) -> None:
+        """Keep what a write call is about to replace, before it runs (before its ledger
+        claim). Kept again for a call that has not run yet (a resumed run) replaces the
+        record and keeps its place in the order."""
+        ...
+
+    async def undo_records(self, thread: str) -> list[UndoRecord]:
+        """The thread's records, oldest first."""
+        ...
+
+    async def undo_bytes(self, thread: str) -> int:
+        """The bytes of old content the thread's records hold, for the per-thread limit."""
+        ...
+
+    async def begin_undo(
+        self, thread: str, undo_id: str, plan: dict[str, Any], seqs: list[int]
+    ) -> bool:
+        """In one transaction: record the undo as running and mark the records `seqs` undone
+        by it. False, with nothing changed, when any of them was undone already (an undo
+        never takes a write back twice)."""
+        ...
+
+    async def unfinished_undo(self, thread: str) -> UndoRun | None:
+        """An undo that was approved and started but not finished (the process died)."""
+        ...
+
+    async def finish_undo(self, thread: str, undo_id: str) -> None: ...
 
     # -- our schema ------------------------------------------------------------------------------
 

@@ -18,11 +18,11 @@ from dataclasses import dataclass
 MIGRATIONS_TABLE = "fsagent_migrations"
 
 
-# What the two dialects spell differently; a statement names it as {id_column} (so a
-# literal brace in a statement is written twice).
+# What the two dialects spell differently; a statement names it as {serial_key} (so a
+# literal brace in a statement is written twice): a key numbered by the database.
 DIALECT_WORDS: dict[str, dict[str, str]] = {
-    "sqlite": {"id_column": "id INTEGER PRIMARY KEY"},
-    "postgres": {"id_column": "id BIGINT GENERATED ALWAYS AS IDENTITY PRIMARY KEY"},
+    "sqlite": {"serial_key": "INTEGER PRIMARY KEY"},
+    "postgres": {"serial_key": "BIGINT GENERATED ALWAYS AS IDENTITY PRIMARY KEY"},
 }
 
 
@@ -79,7 +79,7 @@ MIGRATIONS: tuple[Migration, ...] = (
         (
             """
             CREATE TABLE IF NOT EXISTS fsagent_audit (
-                {id_column},
+                id {serial_key},
                 time TEXT NOT NULL,
                 thread TEXT NOT NULL,
                 message_id TEXT NOT NULL,
@@ -100,6 +100,42 @@ MIGRATIONS: tuple[Migration, ...] = (
         # The lease holder's machine as well as its pid: with Postgres, threads are shared
         # across machines, and "pid 4242" alone names no process.
         ("ALTER TABLE fsagent_threads ADD COLUMN host TEXT",),
+    ),
+    Migration(
+        5,
+        "undo_records",
+        (
+            # What each approved write replaced, kept before it ran (core.undo_capture), and
+            # the undos that took writes back: `undone_by` names the run, so an undo never
+            # applies twice and a run cut off by a crash is finished, not restarted.
+            """
+            CREATE TABLE fsagent_undo (
+                seq {serial_key},   -- the order writes were kept in
+                thread TEXT NOT NULL,
+                message_id TEXT NOT NULL,
+                call_id TEXT NOT NULL,
+                turn INTEGER NOT NULL,
+                tool TEXT NOT NULL,
+                args TEXT NOT NULL,
+                record TEXT NOT NULL,      -- JSON: the old content, or why it cannot be undone
+                size BIGINT NOT NULL,      -- bytes of old content it holds
+                undone_by TEXT,
+                kept_at TEXT NOT NULL,
+                UNIQUE (thread, message_id, call_id)
+            )
+            """,
+            """
+            CREATE TABLE fsagent_undo_runs (
+                thread TEXT NOT NULL,
+                undo_id TEXT NOT NULL,
+                plan TEXT NOT NULL,        -- JSON: which writes, forced or not, who decided
+                status TEXT NOT NULL CHECK (status IN ('running', 'done')),
+                started_at TEXT NOT NULL,
+                finished_at TEXT,
+                PRIMARY KEY (thread, undo_id)
+            )
+            """,
+        ),
     ),
 )
 

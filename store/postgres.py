@@ -34,7 +34,7 @@ from psycopg.conninfo import conninfo_to_dict
 from psycopg.rows import dict_row
 from psycopg_pool import AsyncConnectionPool, PoolTimeout
 
-from store.base import AuditRow, LedgerEntry, LedgerRow, ThreadRecord
+from store.base import AuditRow, LedgerEntry, LedgerRow, ThreadRecord, UndoRecord, UndoRun
 from store.errors import Missing, StoreError, ThreadBusy
 from store.location import scrub, shown
 from store.migrations import MIGRATIONS_TABLE, newer_message, newer_than_us, pending
@@ -158,7 +158,8 @@ class PostgresStore:
     async def forget(self, thread: str) -> None:
         await self.saver.adelete_thread(thread)
         async with self.lock, self.conn.transaction():
-            await self.conn.execute("DELETE FROM fsagent_ledger WHERE thread = %s", (thread,))
+            for table in ("fsagent_ledger", "fsagent_undo", "fsagent_undo_runs"):
+                await self.conn.execute(f"DELETE FROM {table} WHERE thread = %s", (thread,))
             await self.conn.execute("DELETE FROM fsagent_threads WHERE name = %s", (thread,))
 
     # -- the ledger ------------------------------------------------------------------------------
@@ -265,6 +266,8 @@ class PostgresStore:
             name=thread,
             created_at=registered[0]["created_at"] if registered else None,
             ledger=tuple(LedgerEntry(**{**row, "failed": bool(row["failed"])}) for row in ledger),
+            undo=tuple(await self.undo_records(thread)),
+            undo_runs=tuple(await self._undo_runs(thread)),
         )
 
     async def add_thread_record(self, record: ThreadRecord) -> None:
@@ -282,6 +285,116 @@ class PostgresStore:
                     "VALUES (%s, %s, %s, %s, %s, %s, %s, %s, %s, %s) ON CONFLICT DO NOTHING",
                     [entry.values() for entry in record.ledger],
                 )
+            for undo in record.undo:
+                await cursor.execute(
+                    "INSERT INTO fsagent_undo (thread, message_id, call_id, turn, tool, args, "
+                    "record, size, undone_by, kept_at) "
+                    "VALUES (%s, %s, %s, %s, %s, %s, %s, %s, %s, %s) ON CONFLICT DO NOTHING",
+                    undo.values(kept_at=now()),
+                )
+            for run in record.undo_runs:
+                await cursor.execute(
+                    "INSERT INTO fsagent_undo_runs (thread, undo_id, plan, status, started_at) "
+                    "VALUES (%s, %s, %s, %s, %s) ON CONFLICT DO NOTHING",
+                    (run.thread, run.undo_id, json.dumps(run.plan), run.status, now()),
+                )
+
+    # -- undo ------------------------------------------------------------------------------------
+
+    async def keep_undo(
+        self,
+        thread: str,
+        message_id: str,
+        call_id: str,
+        turn: int,
+        tool: str,
+        args: Any,
+        record: dict[str, Any],
+        size: int,
+    ) -> None:
+        async with self.lock:
+            await self.conn.execute(
+                "INSERT INTO fsagent_undo (thread, message_id, call_id, turn, tool, args, "
+                "record, size, kept_at) VALUES (%s, %s, %s, %s, %s, %s, %s, %s, %s) "
+                "ON CONFLICT (thread, message_id, call_id) DO UPDATE SET turn = excluded.turn, "
+                "tool = excluded.tool, args = excluded.args, record = excluded.record, "
+                "size = excluded.size, kept_at = excluded.kept_at",
+                (
+                    thread,
+                    message_id,
+                    call_id,
+                    turn,
+                    tool,
+                    json.dumps(args, ensure_ascii=False),
+                    json.dumps(record, ensure_ascii=False),
+                    size,
+                    now(),
+                ),
+            )
+
+    async def undo_records(self, thread: str) -> list[UndoRecord]:
+        rows = await self._fetch(
+            "SELECT seq, thread, message_id, call_id, turn, tool, args, record, size, "
+            "undone_by FROM fsagent_undo WHERE thread = %s ORDER BY seq",
+            (thread,),
+        )
+        return [
+            UndoRecord(
+                **{**row, "args": json.loads(row["args"]), "record": json.loads(row["record"])}
+            )
+            for row in rows
+        ]
+
+    async def undo_bytes(self, thread: str) -> int:
+        rows = await self._fetch(
+            "SELECT COALESCE(SUM(size), 0) AS total FROM fsagent_undo WHERE thread = %s",
+            (thread,),
+        )
+        return int(rows[0]["total"]) if rows else 0
+
+    async def begin_undo(
+        self, thread: str, undo_id: str, plan: dict[str, Any], seqs: list[int]
+    ) -> bool:
+        async with self.lock, self.conn.transaction():
+            # FOR UPDATE: of two processes taking back the same writes, the second waits for
+            # the first to commit and then sees them undone.
+            cursor = await self.conn.execute(
+                "SELECT seq FROM fsagent_undo WHERE thread = %s AND seq = ANY(%s) "
+                "AND undone_by IS NULL FOR UPDATE",
+                (thread, list(seqs)),
+            )
+            if len(await cursor.fetchall()) != len(set(seqs)):
+                return False
+            await self.conn.execute(
+                "INSERT INTO fsagent_undo_runs (thread, undo_id, plan, status, started_at) "
+                "VALUES (%s, %s, %s, 'running', %s)",
+                (thread, undo_id, json.dumps(plan, ensure_ascii=False), now()),
+            )
+            await self.conn.execute(
+                "UPDATE fsagent_undo SET undone_by = %s WHERE thread = %s AND seq = ANY(%s)",
+                (undo_id, thread, list(seqs)),
+            )
+        return True
+
+    async def unfinished_undo(self, thread: str) -> UndoRun | None:
+        runs = [run for run in await self._undo_runs(thread) if run.status == "running"]
+        return runs[0] if runs else None
+
+    async def finish_undo(self, thread: str, undo_id: str) -> None:
+        async with self.lock:
+            await self.conn.execute(
+                "UPDATE fsagent_undo_runs SET status = 'done', finished_at = %s "
+                "WHERE thread = %s AND undo_id = %s",
+                (now(), thread, undo_id),
+            )
+
+    async def _undo_runs(self, thread: str) -> list[UndoRun]:
+        rows = await self._fetch(
+            "SELECT thread, undo_id, plan, status FROM fsagent_undo_runs "
+            "WHERE thread = %s ORDER BY started_at, undo_id",
+            (thread,),
+        )
+        return [UndoRun(**{**row, "plan": json.loads(row["plan"])}) for row in rows]
 
     # -- our schema ------------------------------------------------------------------------------
 

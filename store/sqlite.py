@@ -25,14 +25,22 @@ from typing import Any
 import aiosqlite
 from langgraph.checkpoint.sqlite.aio import AsyncSqliteSaver
 
-from store.base import AuditRow, LedgerEntry, LedgerRow, ThreadRecord
+from store.base import AuditRow, LedgerEntry, LedgerRow, ThreadRecord, UndoRecord, UndoRun
 from store.errors import StoreError, ThreadBusy
 from store.migrations import MIGRATIONS_TABLE, newer_message, newer_than_us, pending
 
 SQLITE_HEADER = b"SQLite format 3\x00"
 # Tables a file of ours may hold: LangGraph's checkpointer's and our own.
 KNOWN_TABLES = frozenset(
-    {"checkpoints", "writes", "fsagent_threads", "fsagent_ledger", MIGRATIONS_TABLE}
+    {
+        "checkpoints",
+        "writes",
+        "fsagent_threads",
+        "fsagent_ledger",
+        "fsagent_undo",
+        "fsagent_undo_runs",
+        MIGRATIONS_TABLE,
+    }
 )
 BUSY_TIMEOUT_SECONDS = 10.0
 
@@ -108,8 +116,13 @@ class SQLiteStore:
 
     async def forget(self, thread: str) -> None:
         await self.saver.adelete_thread(thread)
-        await self.conn.execute("DELETE FROM fsagent_ledger WHERE thread = ?", (thread,))
-        await self.conn.execute("DELETE FROM fsagent_threads WHERE name = ?", (thread,))
+        for table, column in (
+            ("fsagent_ledger", "thread"),
+            ("fsagent_undo", "thread"),
+            ("fsagent_undo_runs", "thread"),
+            ("fsagent_threads", "name"),
+        ):
+            await self.conn.execute(f"DELETE FROM {table} WHERE {column} = ?", (thread,))
 
     # -- the ledger ------------------------------------------------------------------------------
 
@@ -208,6 +221,8 @@ class SQLiteStore:
                 LedgerEntry(*row[:7], bool(row[7]), *row[8:])  # type: ignore[arg-type]
                 for row in ledger
             ),
+            undo=tuple(await self.undo_records(thread)),
+            undo_runs=tuple(await self._undo_runs(thread)),
         )
 
     async def add_thread_record(self, record: ThreadRecord) -> None:
@@ -225,10 +240,128 @@ class SQLiteStore:
                 "VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
                 [entry.values() for entry in record.ledger],
             )
+            for undo in record.undo:
+                await self.conn.execute(
+                    "INSERT OR IGNORE INTO fsagent_undo (thread, message_id, call_id, turn, "
+                    "tool, args, record, size, undone_by, kept_at) "
+                    "VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+                    undo.values(kept_at=now()),
+                )
+            await self.conn.executemany(
+                "INSERT OR IGNORE INTO fsagent_undo_runs (thread, undo_id, plan, status, "
+                "started_at) VALUES (?, ?, ?, ?, ?)",
+                [
+                    (run.thread, run.undo_id, json.dumps(run.plan), run.status, now())
+                    for run in record.undo_runs
+                ],
+            )
             await self.conn.execute("COMMIT")
         except BaseException:
             await self.conn.execute("ROLLBACK")
             raise
+
+    # -- undo ------------------------------------------------------------------------------------
+
+    async def keep_undo(
+        self,
+        thread: str,
+        message_id: str,
+        call_id: str,
+        turn: int,
+        tool: str,
+        args: Any,
+        record: dict[str, Any],
+        size: int,
+    ) -> None:
+        await self.conn.execute(
+            "INSERT INTO fsagent_undo (thread, message_id, call_id, turn, tool, args, record, "
+            "size, kept_at) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?) "
+            "ON CONFLICT (thread, message_id, call_id) DO UPDATE SET turn = excluded.turn, "
+            "tool = excluded.tool, args = excluded.args, record = excluded.record, "
+            "size = excluded.size, kept_at = excluded.kept_at",
+            (
+                thread,
+                message_id,
+                call_id,
+                turn,
+                tool,
+                json.dumps(args, ensure_ascii=False),
+                json.dumps(record, ensure_ascii=False),
+                size,
+                now(),
+            ),
+        )
+
+    async def undo_records(self, thread: str) -> list[UndoRecord]:
+        async with self.conn.execute(
+            "SELECT seq, thread, message_id, call_id, turn, tool, args, record, size, "
+            "undone_by FROM fsagent_undo WHERE thread = ? ORDER BY seq",
+            (thread,),
+        ) as cursor:
+            found = await cursor.fetchall()
+        return [
+            UndoRecord(
+                r[0], r[1], r[2], r[3], r[4], r[5], json.loads(r[6]), json.loads(r[7]), r[8], r[9]
+            )
+            for r in found
+        ]
+
+    async def undo_bytes(self, thread: str) -> int:
+        async with self.conn.execute(
+            "SELECT COALESCE(SUM(size), 0) FROM fsagent_undo WHERE thread = ?", (thread,)
+        ) as cursor:
+            row = await cursor.fetchone()
+        return int(row[0]) if row else 0
+
+    async def begin_undo(
+        self, thread: str, undo_id: str, plan: dict[str, Any], seqs: list[int]
+    ) -> bool:
+        await self.conn.execute("BEGIN IMMEDIATE")
+        try:
+            marks = ", ".join("?" for _ in seqs)
+            async with self.conn.execute(
+                f"SELECT COUNT(*) FROM fsagent_undo WHERE thread = ? AND seq IN ({marks}) "
+                "AND undone_by IS NULL",
+                (thread, *seqs),
+            ) as cursor:
+                row = await cursor.fetchone()
+            if not row or row[0] != len(set(seqs)):
+                await self.conn.execute("ROLLBACK")
+                return False
+            await self.conn.execute(
+                "INSERT INTO fsagent_undo_runs (thread, undo_id, plan, status, started_at) "
+                "VALUES (?, ?, ?, 'running', ?)",
+                (thread, undo_id, json.dumps(plan, ensure_ascii=False), now()),
+            )
+            await self.conn.execute(
+                f"UPDATE fsagent_undo SET undone_by = ? WHERE thread = ? AND seq IN ({marks})",
+                (undo_id, thread, *seqs),
+            )
+            await self.conn.execute("COMMIT")
+        except BaseException:
+            await self.conn.execute("ROLLBACK")
+            raise
+        return True
+
+    async def unfinished_undo(self, thread: str) -> UndoRun | None:
+        runs = [run for run in await self._undo_runs(thread) if run.status == "running"]
+        return runs[0] if runs else None
+
+    async def _undo_runs(self, thread: str) -> list[UndoRun]:
+        async with self.conn.execute(
+            "SELECT thread, undo_id, plan, status FROM fsagent_undo_runs "
+            "WHERE thread = ? ORDER BY started_at, undo_id",
+            (thread,),
+        ) as cursor:
+            found = await cursor.fetchall()
+        return [UndoRun(row[0], row[1], json.loads(row[2]), row[3]) for row in found]
+
+    async def finish_undo(self, thread: str, undo_id: str) -> None:
+        await self.conn.execute(
+            "UPDATE fsagent_undo_runs SET status = 'done', finished_at = ? "
+            "WHERE thread = ? AND undo_id = ?",
+            (now(), thread, undo_id),
+        )
 
     # -- our schema ------------------------------------------------------------------------------
 

@@ -1,8 +1,9 @@
 """The commands that work on the thread store from any shell, as the person sees them:
-`fsagent threads [show|rm|reset]`, `approvals`, `approve`, `deny` and `audit`.
+`fsagent threads [show|rm|reset]`, `approvals`, `approve`, `deny`, `undo` and `audit`.
 
 Each takes the store and graph the command line opened for it, and prints. Only `approve`
-and `deny` run the agent; the others need neither LM Studio nor the MCP server.
+and `deny` run the agent; `undo` needs the MCP server but not LM Studio; the others need
+neither.
 """
 
 from __future__ import annotations
@@ -18,12 +19,12 @@ from langgraph.graph.state import CompiledStateGraph
 
 from core.errors import StartupError, ThreadError
 from core.messages import content_text
+from core.questions import QUESTION_KIND
 from core.session import ThreadSession
 from core.text import format_call, format_result
 from core.threads import (
     IDLE,
     INTERRUPTED,
-    WAITING,
     ThreadView,
     all_views,
     cannot_resume_message,
@@ -33,6 +34,7 @@ from core.threads import (
 from store.base import AuditRow, Store
 from terminal.console import Terminal
 from terminal.steps import StepPrinter, TurnInterrupter, show_run
+from terminal.undo import finish_cut_off_undo, undo_at_terminal
 
 AUDIT_FIELDS = ("time", "thread", "call_id", "tool", "args", "decision", "reason", "by")
 
@@ -139,21 +141,43 @@ async def list_approvals(store: Store, app: CompiledStateGraph) -> int:
         return 0
     for view in views:
         note = f" (cannot resume: run fsagent threads reset {view.name})" if view.problem else ""
-        print(f"{view.name}{note}")
+        asks = " (a question)" if view.kind == QUESTION_KIND else ""
+        print(f"{view.name}{asks}{note}")
         for line in call_lines(view, "  "):
             print(line)
     print("Decide with: fsagent approve NAME [--call ID] or fsagent deny NAME [--reason TEXT]")
+    if any(view.kind == QUESTION_KIND for view in views):
+        print("Answer a question with: fsagent approve NAME --answer TEXT")
     return 0
 
 
-async def waiting_calls(app: CompiledStateGraph, name: str) -> list[dict[str, Any]]:
-    """The calls a thread waits on; an error if it waits on nothing this version can resume."""
+async def waiting_view(app: CompiledStateGraph, name: str) -> ThreadView:
+    """The thread, waiting on calls; an error if it waits on nothing this version can
+    resume."""
     view = await require_thread(app, name)
     if view.problem:
         raise StartupError(cannot_resume_message(view))
-    if view.status != WAITING:
+    if not view.waiting:
         raise ThreadError(f"thread '{name}' is not waiting for approval ({view.status})")
-    return view.waiting
+    return view
+
+
+def question_answers(
+    calls: list[dict[str, Any]], chosen: list[str] | None, answer: str | None, reason: str
+) -> dict[str, Any]:
+    """The resume value for a waiting question: `answer` for every question (or those named
+    with --call); the others, and all of them without --answer, get "no one can answer"."""
+    ids = [call["id"] for call in calls]
+    unknown = [c for c in chosen or [] if c not in ids]
+    if unknown:
+        raise ThreadError(
+            f"no pending call {', '.join(unknown)}; the pending calls are {', '.join(ids)}"
+        )
+    named = set(chosen or ids)
+    value: dict[str, Any] = {"answers": {i: answer if i in named else None for i in ids}}
+    if reason:
+        value["reason"] = reason
+    return value
 
 
 def batch_decisions(
@@ -191,17 +215,51 @@ async def decide(
     model's answer as a session would."""
     term = Terminal()
     for call in calls:
+        if "answers" in decisions:
+            answer = decisions["answers"].get(call["id"])
+            term.say(f"✓ answered: {call['id']}" if answer else f"✗ no answer: {call['id']}")
+            continue
         verdict = decisions["decisions"][call["id"]]["type"]
         term.say(f"{'✓ approved' if verdict == 'approve' else '✗ rejected'}: {call['id']}")
     with TurnInterrupter(asyncio.get_running_loop()) as interrupter:
         if not await show_run(session, session.resume(decisions), StepPrinter(term), interrupter):
             return 1
     if session.paused_on is not None:
-        term.say(f"Thread '{session.thread}' waits for approval again:")
+        waits = "an answer" if session.paused_on.get("kind") == QUESTION_KIND else "approval"
+        term.say(f"Thread '{session.thread}' waits for {waits} again:")
         for call in session.paused_on["calls"]:
             term.say(f"  {call['id']}: {call['name']}")
         return 3
     return 0
+
+
+# --- undo -------------------------------------------------------------------------------------
+
+
+async def undoable_view(app: CompiledStateGraph, name: str) -> ThreadView:
+    """The thread, idle: an undo changes files the model must then be told about, so a
+    thread in the middle of a run or waiting on the person is answered first."""
+    view = await require_thread(app, name)
+    if view.problem:
+        raise StartupError(cannot_resume_message(view))
+    if view.status != IDLE:
+        raise ThreadError(
+            f"thread '{name}' is {view.status}; open it (fsagent --thread {name}) or answer it "
+            "first, then undo"
+        )
+    return view
+
+
+async def undo(session: ThreadSession, call: str | None, turn: int | None, force: bool) -> int:
+    """`fsagent undo NAME`: finish an undo a crash cut off, or plan one, show it, ask, run."""
+    term = Terminal()
+    printer = StepPrinter(term)
+    run = await session.unfinished_undo()
+    if run is not None:
+        code = await finish_cut_off_undo(session, term, printer)
+        term.say("Run fsagent undo again to undo more.")
+        return code
+    return await undo_at_terminal(session, term, printer, call=call, turn=turn, force=force)
 
 
 # --- audit ------------------------------------------------------------------------------------

@@ -1,5 +1,5 @@
 """The review of a paused batch: each write call shown with what it would change, and the
-person's decision on it (y, n, e, a, ?), read from a terminal or, strictly, from a pipe."""
+person's decision on it (y, n, e, a, r, ?), read from a terminal or, strictly, from a pipe."""
 
 from __future__ import annotations
 
@@ -17,10 +17,11 @@ from core.text import clip
 from terminal.console import Terminal
 
 # The keys a person answers with, and the decision each one gives.
-ANSWER_WORDS = {"y": "y", "yes": "y", "n": "n", "no": "n", "e": "e", "a": "a"}
+ANSWER_WORDS = {"y": "y", "yes": "y", "n": "n", "no": "n", "e": "e", "a": "a", "r": "r"}
 # What the payload must allow for a key to be offered: `a` approves, so it needs approve.
-KEY_NEEDS = {"y": "approve", "n": "reject", "e": "edit", "a": "approve"}
-PIPED_ANSWERS = "y, yes, n, no, n: reason, e: {json arguments}, or a"
+KEY_NEEDS = {"y": "approve", "n": "reject", "e": "edit", "a": "approve", "r": "respond"}
+KEYS = "ynear"
+PIPED_ANSWERS = "y, yes, n, no, n: reason, e: {json arguments}, r: text, or a"
 BULKY_ARGUMENTS = ("content", "edits")  # shown by the preview, not in the call's line
 
 
@@ -31,7 +32,7 @@ class NotAnAnswer(Exception):
 
 def offered_keys(call: dict[str, Any]) -> list[str]:
     allowed = call.get("allowed_decisions") or []
-    return [key for key in "ynea" if KEY_NEEDS[key] in allowed]
+    return [key for key in KEYS if KEY_NEEDS[key] in allowed]
 
 
 def grant_folder(call: dict[str, Any]) -> str:
@@ -47,6 +48,8 @@ def help_lines(call: dict[str, Any]) -> list[str]:
         "e": "edit: change it before it runs ($EDITOR; or type e: {json arguments})",
         "a": f"approve, and approve {call['name']} inside {grant_folder(call)} without asking "
         "for the rest of this thread (/grants lists grants, /revoke N removes one)",
+        "r": "respond: it does not run; what you type is the model's answer in its place "
+        "(or type r: text)",
     }
     lines = [f"  {key}  {texts[key]}" for key in offered_keys(call)]
     return lines + ["  ?  this help; an empty answer is no"]
@@ -94,6 +97,8 @@ def as_decision(key: str, rest: str, args: dict[str, Any] | None = None) -> dict
         return {"type": "approve", "grant": True}
     if key == "e":
         return {"type": "edit", "args": args}
+    if key == "r":
+        return {"type": "respond", "message": rest}
     return {"type": "reject", "message": rest}
 
 
@@ -103,6 +108,8 @@ def piped_decision(term: Terminal, call: dict[str, Any]) -> dict[str, Any] | Non
     if line is None:
         return None
     key, rest = parse_answer(line, call)
+    if key == "r" and not rest:
+        raise NotAnAnswer(f"{line.strip()!r}: a piped respond carries its text (r: text)")
     if key != "e":
         return as_decision(key, rest)
     text = rest or term.ask("  arguments as JSON> ")
@@ -127,6 +134,11 @@ def person_decision(term: Terminal, call: dict[str, Any]) -> dict[str, Any] | No
             key, rest = parse_answer(line, call)
             if key == "n" and not rest:
                 rest = term.ask("  reason (optional; the model reads it)> ") or ""
+            if key == "r" and not rest:
+                rest = term.ask("  your answer (the model reads it as the result)> ") or ""
+                if not rest.strip():
+                    term.say("  no answer given; answer again")
+                    continue
             if key != "e":
                 return as_decision(key, rest)
             args = json_arguments(rest) if rest else edit_in_editor(term, call)

@@ -54,6 +54,12 @@ class StepPrinter:
                 term.event("error", text=text)
             case events.Paused():
                 term.end_stream()
+            case events.Undone(text, complete):
+                done = "undone" if complete else "not all undone"
+                term.say(f"{'↶' if complete else '✗'} {done}; the model is told: {text}")
+                term.event("undo", text=text)
+                if not complete:
+                    self.errors += 1
 
     def show_decision(self, decision: events.Decision) -> None:
         """A decision a rule, the mode or a grant made: shown, so nothing passes unseen."""

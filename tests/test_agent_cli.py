@@ -22,7 +22,7 @@ def test_approved_write_creates_the_file_and_the_model_sees_the_result(workspace
     assert "⇢ route: filesystem" in result.stdout
     assert "→ write_file(path='hello.txt', content='hello')" in result.stdout
     assert "⚠ Approval needed. The agent wants to run:" in result.stdout
-    assert "  write_file? [y/n/e/a/?] y" in result.stdout  # a piped answer is echoed
+    assert "  write_file? [y/n/e/a/r/?] y" in result.stdout  # a piped answer is echoed
     assert "agent> Created hello.txt." in result.stdout
     [after] = tool_messages(llm.requests_with_tools()[1])
     assert '"new_sha256"' in after["content"] and "hello.txt" in after["content"]

@@ -338,3 +338,24 @@ def test_a_file_that_is_not_ours_is_refused_and_left_untouched(workspace: Worksp
             assert "Traceback" not in result.stderr
         assert path.read_bytes() == before
         assert not Path(f"{path}-wal").exists()
+
+
+def test_an_approval_paused_by_the_previous_release_still_resumes(workspace: Workspace):
+    # Version 1 of the payload had no `respond`; its resume value means the same.
+    made = subprocess.run(
+        [sys.executable, str(OLD_GRAPH), str(workspace.db), "t", "approve", "1"],
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert made.returncode == 0, made.stderr
+
+    with FakeLLM([text("Created old.txt.")], auto_route="filesystem") as llm:
+        listed = workspace.run(NO_LLM, "", "approvals")
+        approved = workspace.run(llm.base_url, "", "approve", "t")
+
+    assert "call_old: write_file(path='old.txt'" in listed.stdout
+    assert approved.returncode == 0, approved.stderr
+    assert (workspace.root / "old.txt").read_text() == "old"
+    assert "agent> Created old.txt." in approved.stdout
+    assert len(llm.requests_with_tools()) == 1

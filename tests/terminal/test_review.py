@@ -53,7 +53,7 @@ def test_each_write_is_decided_alone_and_the_read_beside_them_runs(workspace: Wo
     # The diff of the existing file, and the head of the new one, before each question.
     assert "    -old\n    +new\n     same" in out
     assert "    new file b.md, 1 lines, 4 bytes:\n    +new" in out
-    assert "  write_file? [y/n/e/a/?] n: keep b out of it" in out
+    assert "  write_file? [y/n/e/a/r/?] n: keep b out of it" in out
     answers = [m["content"] for m in tool_messages(llm.requests_with_tools()[1])]
     assert '"new_sha256"' in answers[0]
     assert "rejected write_file" in answers[1] and "keep b out of it" in answers[1]
@@ -206,8 +206,8 @@ def test_a_piped_non_answer_runs_nothing_and_leaves_the_thread_paused(workspace:
     assert refused.returncode == 3
     assert refused.stderr.strip().splitlines() == [
         "fsagent: not an answer at the approval: 'sure, why not' is not an answer (answer y, "
-        "yes, n, no, n: reason, e: {json arguments}, or a); nothing was run, the thread "
-        "stays paused"
+        "yes, n, no, n: reason, e: {json arguments}, r: text, or a); nothing was run, the "
+        "thread stays paused"
     ]
     assert "paused: waiting for your approval of write_file(path='hello.txt'" in resumed.stdout
     assert (workspace.root / "hello.txt").read_text() == "new\n"
@@ -225,6 +225,47 @@ def test_a_folder_delete_shows_what_would_go_and_cannot_be_edited(workspace: Wor
 
     assert result.returncode == 3  # `e` is not offered for delete, so it is not an answer
     assert "    deletes folder old/ with 3 files in 1 folders, 6 bytes" in result.stdout
-    assert "  delete? [y/n/a/?] e" in result.stdout
-    assert "delete can only be answered y, n, a" in result.stderr
+    assert "  delete? [y/n/a/r/?] e" in result.stdout
+    assert "delete can only be answered y, n, a, r" in result.stderr
     assert (old / "sub" / "c.txt").exists()
+
+
+def test_a_piped_respond_answers_in_the_calls_place(workspace: Workspace):
+    (workspace.root / "notes").mkdir()
+    (workspace.root / "notes" / "todo.md").write_text("- milk\n")
+    script = [
+        reply(tool_calls=[write("todo-list.md", "- water the plants\n", id="call_w")]),
+        text("Understood: the list lives in notes/todo.md."),
+    ]
+    with FakeLLM(script, auto_route="filesystem") as llm:
+        result = workspace.run(
+            llm.base_url,
+            "start a todo list\nr: don't create it, the list lives in notes/todo.md\n",
+        )
+        bare = workspace.run(llm.base_url, "", "threads", "show", "t")
+
+    assert result.returncode == 0, result.stderr
+    assert not (workspace.root / "todo-list.md").exists()
+    assert "  write_file? [y/n/e/a/r/?] r: don't create it" in result.stdout
+    [answer] = tool_messages(llm.requests_with_tools()[1])
+    assert answer["tool_call_id"] == "call_w"
+    assert answer["content"] == (
+        "The person answered instead of running write_file (it did not run; nothing was "
+        "changed). The person's answer: don't create it, the list lives in notes/todo.md"
+    )
+    assert decisions(audit_rows(workspace)) == [("write_file", "respond", "piped")]
+    assert audit_rows(workspace)[0]["reason"] == (
+        "don't create it, the list lives in notes/todo.md"
+    )
+    assert "The person's answer: don't create it" in bare.stdout
+
+
+def test_a_piped_respond_without_text_is_not_an_answer(workspace: Workspace):
+    script = [reply(tool_calls=[write("a.md")]), text("Done.")]
+    with FakeLLM(script, auto_route="filesystem") as llm:
+        result = workspace.run(llm.base_url, "write a.md\nr\n")
+
+    assert result.returncode == 3
+    assert "a piped respond carries its text (r: text)" in result.stderr
+    assert not (workspace.root / "a.md").exists()
+    assert len(llm.requests_with_tools()) == 1
