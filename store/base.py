@@ -35,7 +35,7 @@ class AuditRow:
     args: Any
     decision: str  # approve, edit, grant or reject
     reason: str
-    by: str  # person, piped, rule, grant or mode
+    by: str  # person, piped, admin, rule, grant or mode
 
 
 class Store(Protocol):

@@ -12,6 +12,7 @@ by a newer fsagent) is refused with one line and never changed.
 
 from __future__ import annotations
 
+import asyncio
 import json
 import os
 import sqlite3
@@ -41,12 +42,18 @@ def now() -> str:
 
 
 class SQLiteStore:
-    """The store on one SQLite file; open it with `open_sqlite_store`."""
+    """The store on one SQLite file; open it with `open_sqlite_store`.
+
+    One connection serves every thread a process runs at once (the HTTP service runs several):
+    `_lock` keeps one method's statements together, so a transaction of one (taking a
+    thread's lock, recording a batch of audit rows) never takes in a statement of another.
+    """
 
     def __init__(self, path: Path, conn: aiosqlite.Connection, saver: AsyncSqliteSaver) -> None:
         self.path = path
         self.conn = conn
         self.saver = saver
+        self._lock = asyncio.Lock()
 
     @property
     def location(self) -> str:
@@ -60,14 +67,16 @@ class SQLiteStore:
 
     @asynccontextmanager
     async def hold(self, thread: str) -> AsyncIterator[None]:
-        await self._take(thread)
+        async with self._lock:
+            await self._take(thread)
         try:
             yield
         finally:
-            await self.conn.execute(
-                "UPDATE fsagent_threads SET pid = NULL WHERE name = ? AND pid = ?",
-                (thread, os.getpid()),
-            )
+            async with self._lock:
+                await self.conn.execute(
+                    "UPDATE fsagent_threads SET pid = NULL WHERE name = ? AND pid = ?",
+                    (thread, os.getpid()),
+                )
 
     async def _take(self, thread: str) -> None:
         # BEGIN IMMEDIATE takes the file's write lock, so check-and-set is one step even when
@@ -100,52 +109,65 @@ class SQLiteStore:
 
     async def thread_names(self) -> list[str]:
         # Asked of the tables, not by loading every checkpoint.
-        async with self.conn.execute(
-            "SELECT name FROM fsagent_threads UNION SELECT DISTINCT thread_id FROM checkpoints"
-        ) as cursor:
+        async with (
+            self._lock,
+            self.conn.execute(
+                "SELECT name FROM fsagent_threads UNION SELECT DISTINCT thread_id FROM checkpoints"
+            ) as cursor,
+        ):
             return sorted({str(row[0]) for row in await cursor.fetchall()})
 
     async def forget(self, thread: str) -> None:
         await self.saver.adelete_thread(thread)
-        await self.conn.execute("DELETE FROM fsagent_ledger WHERE thread = ?", (thread,))
-        await self.conn.execute("DELETE FROM fsagent_threads WHERE name = ?", (thread,))
+        async with self._lock:
+            await self.conn.execute("DELETE FROM fsagent_ledger WHERE thread = ?", (thread,))
+            await self.conn.execute("DELETE FROM fsagent_threads WHERE name = ?", (thread,))
 
     # -- the ledger ------------------------------------------------------------------------------
 
     async def ledger_row(self, thread: str, message_id: str, call_id: str) -> LedgerRow | None:
-        async with self.conn.execute(
-            "SELECT status, result, failed FROM fsagent_ledger "
-            "WHERE thread = ? AND message_id = ? AND call_id = ?",
-            (thread, message_id, call_id),
-        ) as cursor:
+        async with (
+            self._lock,
+            self.conn.execute(
+                "SELECT status, result, failed FROM fsagent_ledger "
+                "WHERE thread = ? AND message_id = ? AND call_id = ?",
+                (thread, message_id, call_id),
+            ) as cursor,
+        ):
             row = await cursor.fetchone()
         return LedgerRow(row[0], row[1], bool(row[2])) if row else None
 
     async def ledger_claim(
         self, thread: str, message_id: str, call_id: str, tool: str, args: Any
     ) -> bool:
-        cursor = await self.conn.execute(
-            "INSERT INTO fsagent_ledger "
-            "(thread, message_id, call_id, tool, args, status, started_at) "
-            "VALUES (?, ?, ?, ?, ?, 'started', ?) ON CONFLICT DO NOTHING",
-            (thread, message_id, call_id, tool, json.dumps(args), now()),
-        )
-        return cursor.rowcount == 1
+        async with self._lock:
+            cursor = await self.conn.execute(
+                "INSERT INTO fsagent_ledger "
+                "(thread, message_id, call_id, tool, args, status, started_at) "
+                "VALUES (?, ?, ?, ?, ?, 'started', ?) ON CONFLICT DO NOTHING",
+                (thread, message_id, call_id, tool, json.dumps(args), now()),
+            )
+            return cursor.rowcount == 1
 
     async def ledger_done(
         self, thread: str, message_id: str, call_id: str, result: str, failed: bool
     ) -> None:
-        await self.conn.execute(
-            "UPDATE fsagent_ledger SET status = 'done', result = ?, failed = ?, "
-            "finished_at = ? WHERE thread = ? AND message_id = ? AND call_id = ?",
-            (result, int(failed), now(), thread, message_id, call_id),
-        )
+        async with self._lock:
+            await self.conn.execute(
+                "UPDATE fsagent_ledger SET status = 'done', result = ?, failed = ?, "
+                "finished_at = ? WHERE thread = ? AND message_id = ? AND call_id = ?",
+                (result, int(failed), now(), thread, message_id, call_id),
+            )
 
     # -- the audit log ---------------------------------------------------------------------------
 
     async def record_audit(self, rows: list[AuditRow]) -> None:
         if not rows:
             return
+        async with self._lock:
+            await self._insert_audit(rows)
+
+    async def _insert_audit(self, rows: list[AuditRow]) -> None:
         await self.conn.execute("BEGIN")
         try:
             await self.conn.executemany(
@@ -179,7 +201,7 @@ class SQLiteStore:
         params: tuple[str, ...] = ()
         if thread:
             query, params = query + " WHERE thread = ?", (thread,)
-        async with self.conn.execute(query + " ORDER BY id", params) as cursor:
+        async with self._lock, self.conn.execute(query + " ORDER BY id", params) as cursor:
             found = await cursor.fetchall()
         return [
             AuditRow(r[0], r[1], r[2], r[3], r[4], json.loads(r[5]), r[6], r[7], r[8])
@@ -189,7 +211,8 @@ class SQLiteStore:
     # -- our schema ------------------------------------------------------------------------------
 
     async def schema_version(self) -> int:
-        return len(await applied_migrations(self.conn))
+        async with self._lock:
+            return len(await applied_migrations(self.conn))
 
 
 def process_alive(pid: int) -> bool:
