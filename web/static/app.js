@@ -87,6 +87,7 @@ function diffLine(line) {
 }
 
 const DECISION_LABELS = { approve: "Approve", reject: "Reject", edit: "Edit arguments" };
+const DECIDED = { approve: "approved", reject: "rejected", edit: "edited and approved" };
 
 function callView(thread, call) {
   const name = `decision-${thread}-${call.id}`;
@@ -144,6 +145,9 @@ function threadView(item) {
   const result = el("div", { class: "result" });
   const submit = el("button", { type: "submit", class: "submit", text: "Submit decisions" });
   const form = el("form", { class: "batch" }, ...item.calls.map((call) => callView(item.thread, call)), submit);
+  form.addEventListener("change", () => {
+    if (result.querySelector(".error")) result.replaceChildren();  // answered: the hint goes
+  });
   form.addEventListener("submit", async (event) => {
     event.preventDefault();
     result.replaceChildren();
@@ -169,7 +173,13 @@ function threadView(item) {
     }
     const outcome = await response.json();
     form.hidden = true;
+    const decided = item.calls.map((call) => {
+      const decision = body.decisions[call.id];
+      const why = decision.type === "reject" && decision.message ? `: ${decision.message}` : "";
+      return el("li", { text: `${DECIDED[decision.type]} ${call.id} (${call.name})${why}` });
+    });
     result.append(
+      el("ul", { class: "decided" }, ...decided),
       el("p", { class: "status", text: `Decided. The run ended: ${outcome.status}.` }),
       el("div", { class: "label", text: "Answer" }),
       el("div", { class: "answer", text: outcome.answer || "(no answer)" }),

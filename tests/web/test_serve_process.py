@@ -1,0 +1,123 @@
+"""`fsagent serve` as a real process (uvicorn): a thread paused before a SIGKILL is approved
+after a restart, SIGTERM cuts a running turn off the way Ctrl-C does and exits cleanly, each
+request is one log line without arguments, and bad start-up options are one line, exit 2."""
+
+from __future__ import annotations
+
+import signal
+import socket
+import threading
+
+import httpx
+
+from conftest import Workspace
+from core.ledger import HOLD_MARKER, TEST_HOLD_ENV
+from fake_llm import FakeLLM, reply, text, tool_call
+from serving import ADMIN, JSON, ServeProcess, sse_events
+
+NO_LLM = "http://127.0.0.1:9/v1"
+
+
+def write_hello() -> dict:
+    call = tool_call("write_file", {"path": "hello.txt", "content": "hello secret\n"}, id="call_1")
+    return reply(tool_calls=[call])
+
+
+def test_paused_then_killed_then_approved_after_a_restart(workspace: Workspace):
+    with FakeLLM([write_hello(), text("Created hello.txt.")], auto_route="filesystem") as llm:
+        first = ServeProcess(workspace, llm.base_url)
+        said = httpx.post(
+            f"{first.url}/api/threads/t/messages", json={"text": "create hello.txt"}, timeout=60
+        )
+        assert said.status_code == 200
+        assert sse_events(said.text)[-1] == ("done", {"thread": "t", "status": "pending"})
+        assert len(llm.requests_with_tools()) == 1
+        first.kill()  # SIGKILL: no clean-up of any kind
+        assert not (workspace.root / "hello.txt").exists()
+
+        second = ServeProcess(workspace, llm.base_url)
+        listed = httpx.get(f"{second.url}/api/admin/approvals", headers=ADMIN, timeout=60)
+        assert [a["thread"] for a in listed.json()["approvals"]] == ["t"]
+        decided = httpx.post(
+            f"{second.url}/api/admin/approvals/t",
+            json={"approved": True},
+            headers={**ADMIN, **JSON},
+            timeout=60,
+        )
+        assert decided.json() == {"status": "done", "thread": "t", "answer": "Created hello.txt."}
+        again = httpx.post(
+            f"{second.url}/api/admin/approvals/t", json={"approved": True}, headers=ADMIN
+        )
+        assert again.status_code == 404
+        shown = httpx.get(f"{second.url}/api/threads/t", timeout=60).json()
+        assert shown["status"] == "idle"
+        assert shown["messages"][-1]["text"] == "Created hello.txt."
+        assert len(llm.requests_with_tools()) == 2
+
+        second.process.send_signal(signal.SIGTERM)
+        assert second.wait() == 0
+    assert (workspace.root / "hello.txt").read_text() == "hello secret\n"
+    log = second.text
+    assert "POST /api/admin/approvals/t 200 " in log and "thread=t" in log
+    assert "POST /api/admin/approvals/t 404 " in log
+    assert "hello secret" not in first.text + log  # no argument's content in the log
+    assert "Traceback" not in log
+
+
+def test_sigterm_cuts_a_running_turn_off_and_exits_cleanly(workspace: Workspace):
+    append = tool_call(
+        "write_file", {"path": "log.txt", "content": "line\n", "mode": "append"}, id="call_1"
+    )
+    with FakeLLM([reply(tool_calls=[append]), text("never asked")], auto_route="filesystem") as llm:
+        served = ServeProcess(
+            workspace, llm.base_url, "--approve", "yes", env={TEST_HOLD_ENV: "started"}
+        )
+        frames: list[str] = []
+
+        def chat() -> None:
+            with httpx.stream(
+                "POST", f"{served.url}/api/threads/t/messages", json={"text": "log a line"},
+                timeout=60,
+            ) as response:  # fmt: skip
+                frames.extend(response.iter_text())
+
+        client = threading.Thread(target=chat)
+        client.start()
+        served.wait_for(HOLD_MARKER)  # the write's ledger row says started; it holds there
+        served.process.send_signal(signal.SIGTERM)
+        assert served.wait() == 0
+        client.join(timeout=30)
+
+        events = sse_events("".join(frames))
+        assert events[-1] == ("done", {"thread": "t", "status": "cut_off"})
+        [result] = [data for kind, data in events if kind == "tool_result"]
+        assert result["id"] == "call_1" and result["text"].startswith("Outcome unknown")
+        errors = [data["text"] for kind, data in events if kind == "error"]
+        assert any("the server is stopping" in error for error in errors)
+        assert len(llm.requests_with_tools()) == 1
+        assert "Traceback" not in served.text
+
+        shown = workspace.run(NO_LLM, "", "threads", "show", "t")
+    assert "idle" in shown.stdout.splitlines()[0], shown.stdout
+    assert "← ✗ Outcome unknown: write_file was started" in shown.stdout
+
+
+def test_bad_start_up_options_are_one_line_and_exit_2(workspace: Workspace):
+    open_to_all = workspace.run(NO_LLM, "", "serve", "--host", "0.0.0.0", thread=None)
+    assert open_to_all.returncode == 2
+    assert open_to_all.stderr.strip().splitlines() == [
+        "fsagent: serve --host 0.0.0.0: off loopback every endpoint needs a token, and "
+        "FSAGENT_ADMIN_TOKEN is not set; set it, or serve on 127.0.0.1"
+    ]
+    terminal_only = workspace.run(NO_LLM, "", "serve", "--transcript", "t.jsonl", thread=None)
+    assert terminal_only.returncode == 2
+    assert "serve takes no --transcript" in terminal_only.stderr
+    with socket.socket() as taken:
+        taken.bind(("127.0.0.1", 0))
+        taken.listen()
+        port = str(taken.getsockname()[1])
+        in_use = workspace.run(NO_LLM, "", "serve", "--port", port, thread=None)
+    assert in_use.returncode == 2
+    assert f"cannot listen on 127.0.0.1:{port}" in in_use.stderr
+    assert "Traceback" not in open_to_all.stderr + terminal_only.stderr + in_use.stderr
+    assert not workspace.db.exists()
