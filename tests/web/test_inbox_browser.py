@@ -6,11 +6,13 @@ files on disk are checked."""
 
 from __future__ import annotations
 
+import asyncio
 import json
 import signal
-from collections.abc import Iterator
+import threading
+from collections.abc import Coroutine, Iterator
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
 import pytest
 
@@ -28,10 +30,48 @@ CHROMIUM_ARGS = [
     "--no-first-run",
 ]
 NO_LLM = "http://127.0.0.1:9/v1"
+T = TypeVar("T")
+
+
+class BrowserThread:
+    """One headless Chromium on a thread of its own, driven by Playwright's async API.
+
+    Playwright's sync API keeps its event loop marked as running in the thread that uses it,
+    so with a session-wide browser every later `asyncio.run` in the same test process would
+    fail. Here the browser's loop runs on its own thread; a test hands it a coroutine."""
+
+    def __init__(self) -> None:
+        self.loop = asyncio.new_event_loop()
+        self.thread = threading.Thread(target=self.loop.run_forever, daemon=True)
+        self.thread.start()
+        self.playwright: Any = None
+        self.browser: Any = self.call(self._launch())
+
+    def call(self, work: Coroutine[Any, Any, T], timeout: float = 180) -> T:
+        return asyncio.run_coroutine_threadsafe(work, self.loop).result(timeout)
+
+    async def _launch(self) -> Any:
+        from playwright.async_api import async_playwright
+
+        self.playwright = await async_playwright().start()
+        return await self.playwright.chromium.launch(
+            executable_path=str(CHROMIUM), args=CHROMIUM_ARGS, headless=True
+        )
+
+    async def _close(self) -> None:
+        await self.browser.close()
+        await self.playwright.stop()
+
+    def close(self) -> None:
+        try:
+            self.call(self._close(), timeout=30)
+        finally:
+            self.loop.call_soon_threadsafe(self.loop.stop)
+            self.thread.join(timeout=10)
 
 
 @pytest.fixture(scope="session")
-def browser() -> Iterator[Any]:
+def browser() -> Iterator[BrowserThread]:
     """One headless Chromium for the whole session. Missing, it fails the test, loudly: a
     browser test that skips in silence would pass a page nobody has seen work."""
     if not CHROMIUM.exists():
@@ -39,17 +79,14 @@ def browser() -> Iterator[Any]:
             f"{CHROMIUM} is missing, so the inbox page cannot be tested in a browser: run "
             "`make test` (it installs Debian's chromium) or `apt-get install chromium`"
         )
-    from playwright.sync_api import sync_playwright
-
-    with sync_playwright() as playwright:
-        launched = playwright.chromium.launch(
-            executable_path=str(CHROMIUM), args=CHROMIUM_ARGS, headless=True
-        )
-        yield launched
-        launched.close()
+    launched = BrowserThread()
+    yield launched
+    launched.close()
 
 
-def test_review_a_batch_in_the_inbox_page(workspace: Workspace, browser: Any, tmp_path: Path):
+def test_review_a_batch_in_the_inbox_page(
+    workspace: Workspace, browser: BrowserThread, tmp_path: Path
+):
     (workspace.root / "b.txt").write_text("old line\nkept\n")
     before_outside = tree_snapshot(workspace.outside)
     calls = [
@@ -59,64 +96,62 @@ def test_review_a_batch_in_the_inbox_page(workspace: Workspace, browser: Any, tm
     answer = "b.txt now starts with 'new line'; a.txt was not created."
     script = [reply(tool_calls=calls), text(answer)]
 
-    with FakeLLM(script, auto_route="filesystem") as llm:
-        served = ServeProcess(workspace, llm.base_url)
-        page = browser.new_page()
+    async def click_through(url: str, llm: FakeLLM) -> None:
+        page = await browser.browser.new_page()
         try:
             # The chat view: the request streams until it is queued for review.
-            page.goto(f"{served.url}/#chat")
-            page.fill("#chat-thread", "t")
-            page.fill("#chat-text", "write a.txt, and change b.txt's first line")
-            page.click("#chat-send")
-            page.locator("#chat-log .notice", has_text="waiting for approval").wait_for()
-            assert "Queued for review" in page.inner_text("#chat-log")
+            await page.goto(f"{url}/#chat")
+            await page.fill("#chat-thread", "t")
+            await page.fill("#chat-text", "write a.txt, and change b.txt's first line")
+            await page.click("#chat-send")
+            await page.locator("#chat-log .notice", has_text="waiting for approval").wait_for()
+            assert "Queued for review" in await page.inner_text("#chat-log")
             assert len(llm.requests_with_tools()) == 1  # one model call, then paused
 
             # The inbox asks for the token once; it is kept in the tab, never in the URL.
-            page.click("#nav-inbox")
-            page.fill("#token-input", TOKEN)
-            page.click("#use-token")
+            await page.click("#nav-inbox")
+            await page.fill("#token-input", TOKEN)
+            await page.click("#use-token")
             thread = page.locator('article.thread[data-thread="t"]')
-            thread.wait_for()
+            await thread.wait_for()
             assert TOKEN not in page.url
-            assert page.evaluate("sessionStorage.getItem('fsagent.adminToken')") == TOKEN
+            assert await page.evaluate("sessionStorage.getItem('fsagent.adminToken')") == TOKEN
 
             call_a = thread.locator('.call[data-call="call_a"]')
             call_b = thread.locator('.call[data-call="call_b"]')
-            assert json.loads(call_a.locator("pre.args").inner_text()) == {
-                "path": "a.txt",
-                "content": "a new file\n",
-            }
-            assert "a new file" in call_a.locator("pre.diff").inner_text()
+            shown_args = json.loads(await call_a.locator("pre.args").inner_text())
+            assert shown_args == {"path": "a.txt", "content": "a new file\n"}
+            assert "a new file" in await call_a.locator("pre.diff").inner_text()
             removed = call_b.locator("pre.diff span.del")
             added = call_b.locator("pre.diff span.add")
-            assert removed.inner_text() == "-old line"
-            assert added.inner_text() == "+new line"
+            assert await removed.inner_text() == "-old line"
+            assert await added.inner_text() == "+new line"
             colours = {
-                line.evaluate("e => getComputedStyle(e).backgroundColor")
+                await line.evaluate("e => getComputedStyle(e).backgroundColor")
                 for line in (removed, added)
             }
             assert len(colours) == 2 and "rgba(0, 0, 0, 0)" not in colours  # coloured, apart
 
             # Nothing decided: the page refuses to submit half a batch.
-            thread.locator("button.submit").click()
-            assert "decide write_file (call_a) first" in thread.locator(".result").inner_text()
+            await thread.locator("button.submit").click()
+            result = thread.locator(".result")
+            assert "decide write_file (call_a) first" in await result.inner_text()
 
-            call_a.locator("input[value=reject]").check()
-            call_a.locator("input.reason").fill("not a.txt, thanks")
-            call_b.locator("input[value=approve]").check()
-            page.screenshot(path=str(tmp_path / "inbox-review.png"), full_page=True)
-            thread.locator("button.submit").click()
-            thread.locator(".answer").wait_for()
-            assert thread.locator(".answer").inner_text() == answer
-            assert (
-                "rejected call_a (write_file): not a.txt, thanks"
-                in thread.locator(".result").inner_text()
-            )
-            page.screenshot(path=str(tmp_path / "inbox.png"), full_page=True)
+            await call_a.locator("input[value=reject]").check()
+            await call_a.locator("input.reason").fill("not a.txt, thanks")
+            await call_b.locator("input[value=approve]").check()
+            await page.screenshot(path=str(tmp_path / "inbox-review.png"), full_page=True)
+            await thread.locator("button.submit").click()
+            await thread.locator(".answer").wait_for()
+            assert await thread.locator(".answer").inner_text() == answer
+            assert "rejected call_a (write_file): not a.txt, thanks" in await result.inner_text()
+            await page.screenshot(path=str(tmp_path / "inbox.png"), full_page=True)
         finally:
-            page.close()
+            await page.close()
 
+    with FakeLLM(script, auto_route="filesystem") as llm:
+        served = ServeProcess(workspace, llm.base_url)
+        browser.call(click_through(served.url, llm))
         assert len(llm.requests_with_tools()) == 2
         answered = tool_messages(llm.requests_with_tools()[1])
         assert "Their reason: not a.txt, thanks." in answered[0]["content"]
