@@ -11,7 +11,7 @@ from typing import Any
 
 from conftest import Workspace, tool_messages, tree_snapshot
 from fake_llm import FakeLLM, reply, text, tool_call
-from serving import ADMIN, JSON, kinds, serving, sse_events
+from serving import ADMIN, JSON, TOKEN, kinds, serving, sse_events
 
 
 def write(path: str, content: str, call_id: str) -> dict[str, Any]:
@@ -131,6 +131,8 @@ def test_tokens_fail_closed_and_nothing_pending_is_404(workspace: Workspace):
                     assert refused.headers["www-authenticate"] == "Bearer"
                     listed = await client.get("/api/admin/approvals", headers=headers)
                     assert listed.status_code == 401
+                leaked = await client.get(f"/api/admin/approvals?token={TOKEN}")
+                assert leaked.status_code == 401  # a token is never taken from a URL
                 assert len(llm.requests_with_tools()) == 1
                 assert not (workspace.root / "hello.txt").exists()
 

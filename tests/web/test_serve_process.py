@@ -4,9 +4,11 @@ request is one log line without arguments, and bad start-up options are one line
 
 from __future__ import annotations
 
+import re
 import signal
 import socket
 import threading
+import time
 
 import httpx
 
@@ -64,42 +66,66 @@ def test_paused_then_killed_then_approved_after_a_restart(workspace: Workspace):
     assert "Traceback" not in log
 
 
-def test_sigterm_cuts_a_running_turn_off_and_exits_cleanly(workspace: Workspace):
-    append = tool_call(
-        "write_file", {"path": "log.txt", "content": "line\n", "mode": "append"}, id="call_1"
-    )
-    with FakeLLM([reply(tool_calls=[append]), text("never asked")], auto_route="filesystem") as llm:
+def test_a_client_gone_or_sigterm_cuts_a_running_turn_off_as_ctrl_c_does(workspace: Workspace):
+    """Each write holds right after its ledger row says `started` (the crash tests' hook).
+    The first client goes away there; then SIGTERM arrives while the second one's write
+    holds. Each run is closed as Ctrl-C closes one: the write's outcome is unknown (it is
+    never run again), the thread is idle, and the server exits 0."""
+
+    def append(thread: str) -> dict:
+        args = {"path": f"{thread}.log", "content": "line\n", "mode": "append"}
+        return reply(tool_calls=[tool_call("write_file", args, id=f"call_{thread}")])
+
+    script = [append("a"), append("b")]
+    held = re.escape(HOLD_MARKER)
+    with FakeLLM(script, auto_route="filesystem") as llm:
         served = ServeProcess(
             workspace, llm.base_url, "--approve", "yes", env={TEST_HOLD_ENV: "started"}
         )
+        with httpx.stream(
+            "POST", f"{served.url}/api/threads/a/messages", json={"text": "log a"}, timeout=60
+        ) as gone:
+            assert gone.status_code == 200
+            served.wait_for(HOLD_MARKER)
+        # The client closed its connection mid-run: the server closes the run.
+        deadline = time.monotonic() + 30
+        while True:
+            shown = httpx.get(f"{served.url}/api/threads/a", timeout=30).json()
+            if shown["status"] == "idle" and shown["messages"][-1]["role"] == "tool":
+                break
+            assert time.monotonic() < deadline, shown
+            time.sleep(0.1)
+        assert shown["messages"][-1]["text"].startswith("Outcome unknown: write_file")
+
         frames: list[str] = []
 
         def chat() -> None:
             with httpx.stream(
-                "POST", f"{served.url}/api/threads/t/messages", json={"text": "log a line"},
+                "POST", f"{served.url}/api/threads/b/messages", json={"text": "log b"},
                 timeout=60,
             ) as response:  # fmt: skip
                 frames.extend(response.iter_text())
 
         client = threading.Thread(target=chat)
         client.start()
-        served.wait_for(HOLD_MARKER)  # the write's ledger row says started; it holds there
+        served.wait_for(re.compile(f"{held}.*{held}", re.S))  # b's write holds now
         served.process.send_signal(signal.SIGTERM)
         assert served.wait() == 0
         client.join(timeout=30)
 
         events = sse_events("".join(frames))
-        assert events[-1] == ("done", {"thread": "t", "status": "cut_off"})
+        assert events[-1] == ("done", {"thread": "b", "status": "cut_off"})
         [result] = [data for kind, data in events if kind == "tool_result"]
-        assert result["id"] == "call_1" and result["text"].startswith("Outcome unknown")
+        assert result["id"] == "call_b" and result["text"].startswith("Outcome unknown")
         errors = [data["text"] for kind, data in events if kind == "error"]
         assert any("the server is stopping" in error for error in errors)
-        assert len(llm.requests_with_tools()) == 1
+        assert len(llm.requests_with_tools()) == 2  # neither run asked the model again
         assert "Traceback" not in served.text
 
-        shown = workspace.run(NO_LLM, "", "threads", "show", "t")
-    assert "idle" in shown.stdout.splitlines()[0], shown.stdout
-    assert "← ✗ Outcome unknown: write_file was started" in shown.stdout
+        listed = workspace.run(NO_LLM, "", "threads", thread=None)
+        shown_b = workspace.run(NO_LLM, "", "threads", "show", "b")
+    assert [line.split()[-1] for line in listed.stdout.splitlines()[1:]] == ["idle", "idle"]
+    assert "← ✗ Outcome unknown: write_file was started" in shown_b.stdout
 
 
 def test_bad_start_up_options_are_one_line_and_exit_2(workspace: Workspace):
