@@ -36,6 +36,7 @@ if TYPE_CHECKING:
     from core.policy import Policy
     from core.tools import ToolServer
     from store.base import Store
+    from web.auth import Access
 
 DEFAULT_BASE_URL = "http://localhost:1234/v1"
 DEFAULT_SERVE_HOST = "127.0.0.1"
@@ -727,7 +728,7 @@ async def serve(settings: Settings, serving: ServeSettings) -> int:
 
 
 @asynccontextmanager
-async def open_service(settings: Settings, access: Any) -> AsyncIterator[FastAPI]:
+async def open_service(settings: Settings, access: Access) -> AsyncIterator[FastAPI]:
     """The HTTP app on the store, the MCP server's tools, the model and the graph, as `chat`
     wires them for the terminal; every turn it still runs is cut off when it closes."""
     async with launch(settings) as launched:

@@ -4,6 +4,7 @@ request is one log line without arguments, and bad start-up options are one line
 
 from __future__ import annotations
 
+import contextlib
 import re
 import signal
 import socket
@@ -147,3 +148,55 @@ def test_bad_start_up_options_are_one_line_and_exit_2(workspace: Workspace):
     assert f"cannot listen on 127.0.0.1:{port}" in in_use.stderr
     assert "Traceback" not in open_to_all.stderr + terminal_only.stderr + in_use.stderr
     assert not workspace.db.exists()
+
+
+def test_a_run_killed_mid_write_is_finished_by_the_next_message_and_never_rerun(
+    workspace: Workspace,
+):
+    """SIGKILL while a write runs (after its ledger row said `started`): the thread is left
+    interrupted. After a restart the next message first finishes that run, as opening the
+    thread at the terminal does: the write is not run again, its outcome is reported unknown,
+    and then the message is answered."""
+    args = {"path": "c.log", "content": "line\n", "mode": "append"}
+    script = [
+        reply(tool_calls=[tool_call("write_file", args, id="call_c")]),
+        text("I could not confirm that the line was written."),
+        text("Please check c.log."),
+    ]
+    with FakeLLM(script, auto_route="filesystem") as llm:
+        first = ServeProcess(
+            workspace, llm.base_url, "--approve", "yes", env={TEST_HOLD_ENV: "started"}
+        )
+        frames: list[str] = []
+
+        def chat() -> None:
+            with contextlib.suppress(httpx.HTTPError):
+                with httpx.stream(
+                    "POST", f"{first.url}/api/threads/c/messages", json={"text": "log c"},
+                    timeout=60,
+                ) as response:  # fmt: skip
+                    frames.extend(response.iter_text())
+
+        client = threading.Thread(target=chat)
+        client.start()
+        first.wait_for(HOLD_MARKER)
+        first.kill()
+        client.join(timeout=30)
+        listed = workspace.run(NO_LLM, "", "threads", thread=None)
+        assert "interrupted" in listed.stdout, listed.stdout
+
+        second = ServeProcess(workspace, llm.base_url, "--approve", "yes")
+        said = httpx.post(
+            f"{second.url}/api/threads/c/messages", json={"text": "and now?"}, timeout=60
+        )
+        events = sse_events(said.text)
+        assert events[0][0] == "text" and "The last run was cut off" in events[0][1]["text"]
+        [result] = [data for kind, data in events if kind == "tool_result"]
+        assert result["id"] == "call_c" and result["text"].startswith("Outcome unknown")
+        answers = [data["text"] for kind, data in events if kind == "answer"]
+        assert answers == ["I could not confirm that the line was written.", "Please check c.log."]
+        assert events[-1] == ("done", {"thread": "c", "status": "done"})
+        assert len(llm.requests_with_tools()) == 3
+        second.process.send_signal(signal.SIGTERM)
+        assert second.wait() == 0
+    assert not (workspace.root / "c.log").exists()  # held before it ran; never run again
