@@ -250,7 +250,7 @@ def test_a_grant_given_by_the_admin_approves_the_next_call_in_that_folder(worksp
 
 
 def test_a_second_request_for_a_running_thread_is_refused(workspace: Workspace):
-    script = [reply(content="Thinking about it for a while.", delay=0.5)]
+    script = [reply(content="Thinking about it for a while.", delay=1.0)]
 
     async def scenario() -> None:
         with FakeLLM(script, auto_route="general") as llm:
