@@ -3,6 +3,9 @@ PYTHON ?= python3
 VENV := .venv
 PY := $(VENV)/bin/python
 STAMP := $(VENV)/.installed
+# The inbox page's browser test drives Debian's Chromium (Playwright's own browsers cannot be
+# downloaded here). Installed when missing; if that fails the test fails and says why.
+CHROMIUM := /usr/bin/chromium
 
 .PHONY: run test bench demo regress lint clean postgres
 
@@ -23,8 +26,15 @@ postgres:
 run: $(STAMP)
 	$(VENV)/bin/fsagent $(ARGS)
 
+$(CHROMIUM):
+	-@echo "make: installing Debian's chromium for the browser test" && \
+	  export DEBIAN_FRONTEND=noninteractive && \
+	  apt-get update -qq && \
+	  apt-get install -y -qq --no-install-recommends -o DPkg::Lock::Timeout=300 chromium \
+	  >/dev/null
+
 # The import rules first: a broken layout fails fast. Tests run on every core (-n auto).
-test: $(STAMP) postgres
+test: $(STAMP) postgres $(CHROMIUM)
 	$(VENV)/bin/lint-imports
 	$(PY) -m pytest -q -n auto $(PYTEST_ARGS)
 

@@ -29,14 +29,19 @@ from store.errors import StoreError, ThreadBusy
 from store.location import from_environment, normalise, same_location, shown
 
 if TYPE_CHECKING:
+    from fastapi import FastAPI
     from langchain_core.language_models.chat_models import BaseChatModel
     from langchain_core.tools import BaseTool
     from langgraph.graph.state import CompiledStateGraph
 
     from core.policy import Policy
+    from core.tools import ToolServer
     from store.base import Store
+    from web.auth import Access
 
 DEFAULT_BASE_URL = "http://localhost:1234/v1"
+DEFAULT_SERVE_HOST = "127.0.0.1"
+DEFAULT_SERVE_PORT = 8765
 ApproveMode = Literal["ask", "yes", "no"]
 APPROVE_MODES: tuple[ApproveMode, ...] = ("ask", "yes", "no")
 
@@ -64,6 +69,17 @@ class Settings:
     replay: Path | None = None
     approve: ApproveMode = "ask"  # who decides writes no rule decides
     policy: Path | None = None  # None: fsagent.toml in the first root, if any
+
+
+@dataclass(frozen=True)
+class ServeSettings:
+    """`fsagent serve`'s own flags, and FSAGENT_ADMIN_TOKEN."""
+
+    host: str = DEFAULT_SERVE_HOST
+    port: int = DEFAULT_SERVE_PORT
+    admin_token: str | None = None  # None: the admin API is off (403)
+    allowed_hosts: tuple[str, ...] = ()
+    cors_origins: tuple[str, ...] = ()
 
 
 # --- the parser --------------------------------------------------------------------------------
@@ -186,6 +202,40 @@ def build_parser() -> argparse.ArgumentParser:
         "--force",
         action="store_true",
         help="restore files even if they changed since the write (see the diff first)",
+    )
+    serve = command(
+        "serve",
+        "serve the agent over HTTP: a chat API, an admin API for approvals (bearer token "
+        "from FSAGENT_ADMIN_TOKEN) and an inbox page at /",
+        serve_command,
+    )
+    serve.add_argument(
+        "--host",
+        default=DEFAULT_SERVE_HOST,
+        help=f"the address to listen on (default {DEFAULT_SERVE_HOST}); any other than "
+        "loopback needs FSAGENT_ADMIN_TOKEN, and then every endpoint takes it",
+    )
+    serve.add_argument(
+        "--port",
+        type=int,
+        default=DEFAULT_SERVE_PORT,
+        help=f"the port (default {DEFAULT_SERVE_PORT}; 0 picks a free one)",
+    )
+    serve.add_argument(
+        "--allowed-host",
+        action="append",
+        dest="allowed_hosts",
+        metavar="NAME",
+        help="another name clients reach the server by, accepted in the Host header "
+        "(behind a proxy; repeatable)",
+    )
+    serve.add_argument(
+        "--cors-origin",
+        action="append",
+        dest="cors_origins",
+        metavar="ORIGIN",
+        help="let pages from ORIGIN (e.g. https://tools.example) call the API; off unless "
+        "given (repeatable)",
     )
     return parser
 
@@ -428,15 +478,17 @@ class Agent:
     app: CompiledStateGraph
     tools: list[BaseTool]
     policy: Policy
+    server: ToolServer
 
 
 @asynccontextmanager
 async def open_agent(settings: Settings, launched: Launched, store: Store) -> AsyncIterator[Agent]:
     """Everything a run needs: the model, our MCP server's tools, and the graph on the store,
     whose write calls go through its ledger."""
-    from core.tools import open_tools
+    from core.tools import open_tool_server
 
-    async with open_tools(launched.process) as tools:
+    async with open_tool_server(launched.process) as server:
+        tools = server.tools
         model = await launched.model_ready
         if settings.read_only:
             from core.read_only import build_read_only_agent
@@ -449,7 +501,7 @@ async def open_agent(settings: Settings, launched: Launched, store: Store) -> As
                 model, tools, store.checkpointer, policy=launched.policy, mode=settings.approve,
                 store=store,
             )  # fmt: skip
-        yield Agent(app, tools, launched.policy)
+        yield Agent(app, tools, launched.policy, server)
 
 
 def check_roots(roots: tuple[Path, ...]) -> list[Path]:
@@ -743,6 +795,95 @@ def migrate_db_command(args: argparse.Namespace, settings: Settings) -> int:
         return 0
 
     return asyncio.run(migrate())
+
+
+# --- the HTTP service ---------------------------------------------------------------------------
+
+# The terminal's own options: a server has no stdin to be strict about, and its runs are
+# many threads' at once, not one transcript's or one cassette's.
+TERMINAL_ONLY = ("transcript", "record", "replay", "strict", "thread")
+
+
+def serve_settings_from_args(args: argparse.Namespace) -> ServeSettings:
+    return ServeSettings(
+        host=args.host,
+        port=args.port,
+        admin_token=os.environ.get("FSAGENT_ADMIN_TOKEN") or None,
+        allowed_hosts=tuple(args.allowed_hosts or ()),
+        cors_origins=tuple(origin.rstrip("/") for origin in args.cors_origins or ()),
+    )
+
+
+def serve_command(args: argparse.Namespace, settings: Settings) -> int:
+    given = [name for name in TERMINAL_ONLY if getattr(args, name, None)]
+    if given:
+        flags = ", ".join("--" + name.replace("_", "-") for name in given)
+        raise StartupError(f"serve takes no {flags}: those are for a session at the terminal")
+    return asyncio.run(serve(settings, serve_settings_from_args(args)))
+
+
+async def serve(settings: Settings, serving: ServeSettings) -> int:
+    from web.auth import Access
+    from web.serving import listen, run_server
+
+    access = Access(
+        host=serving.host,
+        port=serving.port,
+        token=serving.admin_token,
+        allowed_hosts=serving.allowed_hosts,
+        cors_origins=serving.cors_origins,
+    )
+    if not access.loopback and not access.token:
+        raise StartupError(
+            f"serve --host {serving.host}: off loopback every endpoint needs a token, and "
+            "FSAGENT_ADMIN_TOKEN is not set; set it, or serve on 127.0.0.1"
+        )
+    sock = listen(serving.host, serving.port)
+    try:
+        access = dataclasses.replace(access, port=sock.getsockname()[1])
+        async with open_service(settings, access) as app:
+            admin = "on" if access.token else "off (set FSAGENT_ADMIN_TOKEN to turn it on)"
+            print(f"fsagent serve: {access.url} (inbox at /; admin API {admin})", flush=True)
+            return await run_server(app, sock, verbose=settings.verbose)
+    finally:
+        sock.close()
+
+
+@asynccontextmanager
+async def open_service(settings: Settings, access: Access) -> AsyncIterator[FastAPI]:
+    """The HTTP app on the store, the MCP server's tools, the model and the graph, as `chat`
+    wires them for the terminal; every turn it still runs is cut off when it closes."""
+    async with launch(settings) as launched:
+        from core.model_list import server_problem
+        from core.session import ThreadSession
+        from store import open_store
+        from web.app import Service, create_app
+
+        async with open_store(settings.db) as store:
+            async with open_agent(settings, launched, store) as agent:
+
+                def session(name: str) -> ThreadSession:
+                    return ThreadSession(
+                        agent.app,
+                        name,
+                        store,
+                        base_url=settings.base_url,
+                        tools=agent.tools,
+                        verbose=settings.verbose,
+                    )
+
+                async def health() -> dict[str, str | None]:
+                    model, tools = await asyncio.gather(
+                        server_problem(settings.base_url), agent.server.problem()
+                    )
+                    return {"lm_studio": model, "mcp_server": tools}
+
+                service = Service(store, agent.app, session, health, verbose=settings.verbose)
+                app = create_app(service, access)
+                try:
+                    yield app
+                finally:
+                    await app.state.runs.shutdown("the server is stopping")
 
 
 def regress_command(args: argparse.Namespace, settings: Settings) -> int:

@@ -89,7 +89,7 @@ def build_graph(
     tools = [*tools, questions.ask_person_tool()]  # the model may always ask the person
     tools_by_name = {tool.name: tool for tool in tools}
     first_root = str(policy.roots[0])
-    schemas = {tool.name: _input_schema(tool) for tool in tools}
+    schemas = {tool.name: approval.tool_schema(tool) for tool in tools}
 
     async def router(state: AgentState) -> dict[str, Any]:
         question = last_human_text(state.get("messages", []))
@@ -236,13 +236,6 @@ def build_graph(
     )
     graph.add_conditional_edges("tools", back_to_agent, [f"agent_{g}" for g in ROUTES])
     return graph.compile(checkpointer=checkpointer)
-
-
-def _input_schema(tool: BaseTool) -> dict[str, Any]:
-    schema = tool.args_schema
-    if isinstance(schema, dict):
-        return schema
-    return tool.get_input_schema().model_json_schema()
 
 
 def _give_ids(response: AIMessage) -> None:

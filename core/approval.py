@@ -14,6 +14,7 @@ from typing import Any
 
 import jsonschema
 from langchain_core.messages import AIMessage, ToolMessage
+from langchain_core.tools import BaseTool
 
 from core.policy import Grant, Policy
 from core.tool_groups import WRITE_TOOLS
@@ -27,8 +28,9 @@ ALL_DECISIONS: tuple[str, ...] = ("approve", "edit", "reject", "respond")
 # A delete has nothing to edit that would not be a different call; approve, reject or answer.
 LIMITED_DECISIONS: dict[str, tuple[str, ...]] = {"delete": ("approve", "reject", "respond")}
 
-# Who decided a call. The display says whether a person typed it or a pipe supplied it.
-PERSON_SOURCES: tuple[str, ...] = ("person", "piped")
+# Who decided a call: the terminal says whether a person typed it or a pipe supplied it; the
+# HTTP service's admin API (and its inbox page) says `admin`.
+PERSON_SOURCES: tuple[str, ...] = ("person", "piped", "admin")
 
 ToolCall = dict[str, Any]
 Decision = dict[str, Any]
@@ -44,6 +46,14 @@ def new_id(prefix: str) -> str:
 
 
 # --- checking calls before anyone is asked about them --------------------------------------
+
+
+def tool_schema(tool: BaseTool) -> dict[str, Any]:
+    """A tool's arguments as JSON schema (MCP tools carry theirs as a dict already)."""
+    schema = tool.args_schema
+    if isinstance(schema, dict):
+        return schema
+    return tool.get_input_schema().model_json_schema()
 
 
 def call_problem(call: ToolCall, schemas: dict[str, dict[str, Any]]) -> str | None:
@@ -136,8 +146,8 @@ def record_decisions(
     Records have `type` "approve" (with `args` when the person edited them), "reject" (with
     a `message`) or "respond" (with the person's `message`, which the model reads as the
     call's result), plus what the audit needs: `tool`, the `decision` as given (approve,
-    edit, grant, reject or respond) and `by` (person or piped). A missing, malformed or
-    disallowed decision is a rejection.
+    edit, grant, reject or respond) and `by` (person, piped or admin). A missing, malformed
+    or disallowed decision is a rejection.
     """
     given = answer.get("decisions") if isinstance(answer, dict) else None
     given = given if isinstance(given, dict) else {}

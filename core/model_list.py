@@ -28,3 +28,18 @@ async def first_listed_model(base_url: str) -> str:
             f"LM Studio at {base_url} lists no model: load one in LM Studio or pass --model"
         )
     return str(models[0]["id"])
+
+
+HEALTH_SECONDS = 5.0
+
+
+async def server_problem(base_url: str) -> str | None:
+    """Why LM Studio cannot be reached at `base_url` now; None when it lists its models."""
+    try:
+        async with httpx.AsyncClient(timeout=HEALTH_SECONDS) as client:
+            response = await client.get(f"{base_url}/models")
+            response.raise_for_status()
+            response.json()
+    except (httpx.HTTPError, ValueError):
+        return unreachable_message(base_url)
+    return None

@@ -7,6 +7,7 @@ read as well as the graph's view, and such a thread is reported, loudly, as unab
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -18,7 +19,7 @@ from langgraph.types import StateSnapshot
 from core.approval import APPROVAL_KIND, cut_off_answer, is_resumable_approval
 from core.errors import ThreadError
 from core.ledger import recorded_answer
-from core.messages import unanswered_calls
+from core.messages import last_human_text, unanswered_calls
 from core.questions import QUESTION_KIND, is_question, is_resumable_question
 from core.text import format_call
 from core.tool_groups import WRITE_TOOLS
@@ -38,6 +39,20 @@ PERSON_UPDATE = "person_update"
 
 # One request may take this many model calls before the turn is stopped for the person.
 MAX_MODEL_CALLS_PER_TURN = 25
+
+
+# A thread name a front-end that takes names from strangers (the HTTP service) accepts: it is
+# a key in the store and part of URLs and log lines, so no separators, no dots-only names, no
+# control characters and a bounded length.
+THREAD_NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.-]{0,63}")
+THREAD_NAME_RULE = "1-64 letters, digits, '.', '_' or '-', starting with a letter or digit"
+
+
+def thread_name_problem(name: str) -> str | None:
+    """Why `name` is not a thread name a stranger may use; None when it is."""
+    if THREAD_NAME.fullmatch(name) and ".." not in name:
+        return None
+    return f"{name[:80]!r} is not a thread name ({THREAD_NAME_RULE})"
 
 
 def thread_config(name: str) -> dict[str, Any]:
@@ -65,6 +80,11 @@ class ThreadView:
     steps: list[str] = field(default_factory=list)  # where the last run stopped
     problem: str | None = None  # why this version cannot resume it
     snapshot: StateSnapshot | None = None  # the state it was judged from, for reuse
+
+    @property
+    def request(self) -> str:
+        """The person's last request: what caused the calls it waits on, if it waits."""
+        return last_human_text(self.messages)
 
 
 async def view_thread(app: CompiledStateGraph, name: str) -> ThreadView | None:
@@ -173,6 +193,13 @@ async def require_thread(app: CompiledStateGraph, name: str) -> ThreadView:
 async def all_views(store: Store, app: CompiledStateGraph) -> list[ThreadView]:
     views = [await view_thread(app, name) for name in await store.thread_names()]
     return [view for view in views if view is not None]
+
+
+async def waiting_views(store: Store, app: CompiledStateGraph) -> list[ThreadView]:
+    """Every thread waiting for approval, judged from its checkpoint: each view has the calls
+    (`waiting`), the request that caused them (`request`) and, if this version cannot resume
+    it, why (`problem`)."""
+    return [view for view in await all_views(store, app) if view.waiting]
 
 
 # --- closing a run that was cut off ----------------------------------------------------------

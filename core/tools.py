@@ -9,6 +9,7 @@ from __future__ import annotations
 import asyncio
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
+from dataclasses import dataclass
 
 from langchain_core.tools import BaseTool
 from langchain_mcp_adapters.tools import load_mcp_tools
@@ -16,12 +17,43 @@ from mcp import ClientSession
 
 from core.mcp_stdio import session_streams
 
+PING_SECONDS = 5.0
+
+
+@dataclass
+class ToolServer:
+    """Our MCP server as the agent holds it: its process, its session and its tools."""
+
+    process: asyncio.subprocess.Process
+    session: ClientSession
+    tools: list[BaseTool]
+
+    async def problem(self) -> str | None:
+        """Why the server cannot answer now (it exited, or does not answer a ping); None when
+        it answers."""
+        if self.process.returncode is not None:
+            return f"the MCP server exited (code {self.process.returncode})"
+        try:
+            await asyncio.wait_for(self.session.send_ping(), PING_SECONDS)
+        except TimeoutError:
+            return f"the MCP server did not answer a ping within {PING_SECONDS:g}s"
+        except Exception as error:  # a broken pipe, a closed session: it is not reachable
+            return f"the MCP server does not answer: {type(error).__name__}: {error}"
+        return None
+
 
 @asynccontextmanager
-async def open_tools(process: asyncio.subprocess.Process) -> AsyncIterator[list[BaseTool]]:
-    """The tools of our MCP server, already started as `process` (see core.server_process),
-    over one session kept open while the agent runs."""
+async def open_tool_server(process: asyncio.subprocess.Process) -> AsyncIterator[ToolServer]:
+    """Our MCP server, already started as `process` (see core.server_process), with one
+    session kept open while the agent runs."""
     async with session_streams(process) as (read, write):
         async with ClientSession(read, write) as session:
             await session.initialize()
-            yield await load_mcp_tools(session)
+            yield ToolServer(process, session, await load_mcp_tools(session))
+
+
+@asynccontextmanager
+async def open_tools(process: asyncio.subprocess.Process) -> AsyncIterator[list[BaseTool]]:
+    """Only the tools of `open_tool_server`."""
+    async with open_tool_server(process) as server:
+        yield server.tools

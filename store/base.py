@@ -60,7 +60,7 @@ class AuditRow:
     args: Any
     decision: str  # approve, edit, grant, reject, respond, undo; answer, unanswered
     reason: str
-    by: str  # person, piped, rule, grant or mode
+    by: str  # person, piped, admin, rule, grant or mode
 
 
 @dataclass(frozen=True)

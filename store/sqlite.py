@@ -12,6 +12,7 @@ by a newer fsagent) is refused with one line and never changed.
 
 from __future__ import annotations
 
+import asyncio
 import json
 import os
 import socket
@@ -50,12 +51,18 @@ def now() -> str:
 
 
 class SQLiteStore:
-    """The store on one SQLite file; open it with `open_sqlite_store`."""
+    """The store on one SQLite file; open it with `open_sqlite_store`.
+
+    One connection serves every thread a process runs at once (the HTTP service runs several):
+    `_lock` keeps one method's statements together, so a transaction of one (taking a
+    thread's lock, recording a batch of audit rows) never takes in a statement of another.
+    """
 
     def __init__(self, path: Path, conn: aiosqlite.Connection, saver: AsyncSqliteSaver) -> None:
         self.path = path
         self.conn = conn
         self.saver = saver
+        self._lock = asyncio.Lock()
 
     @property
     def location(self) -> str:
@@ -69,14 +76,16 @@ class SQLiteStore:
 
     @asynccontextmanager
     async def hold(self, thread: str) -> AsyncIterator[None]:
-        await self._take(thread)
+        async with self._lock:
+            await self._take(thread)
         try:
             yield
         finally:
-            await self.conn.execute(
-                "UPDATE fsagent_threads SET pid = NULL WHERE name = ? AND pid = ?",
-                (thread, os.getpid()),
-            )
+            async with self._lock:
+                await self.conn.execute(
+                    "UPDATE fsagent_threads SET pid = NULL WHERE name = ? AND pid = ?",
+                    (thread, os.getpid()),
+                )
 
     async def _take(self, thread: str) -> None:
         # BEGIN IMMEDIATE takes the file's write lock, so check-and-set is one step even when
@@ -109,59 +118,60 @@ class SQLiteStore:
 
     async def thread_names(self) -> list[str]:
         # Asked of the tables, not by loading every checkpoint.
-        async with self.conn.execute(
+        found = await self._fetch(
             "SELECT name FROM fsagent_threads UNION SELECT DISTINCT thread_id FROM checkpoints"
-        ) as cursor:
-            return sorted({str(row[0]) for row in await cursor.fetchall()})
+        )
+        return sorted({str(row[0]) for row in found})
 
     async def forget(self, thread: str) -> None:
         await self.saver.adelete_thread(thread)
-        for table, column in (
-            ("fsagent_ledger", "thread"),
-            ("fsagent_undo", "thread"),
-            ("fsagent_undo_runs", "thread"),
-            ("fsagent_threads", "name"),
-        ):
-            await self.conn.execute(f"DELETE FROM {table} WHERE {column} = ?", (thread,))
+        async with self._lock:
+            for table, column in (
+                ("fsagent_ledger", "thread"),
+                ("fsagent_undo", "thread"),
+                ("fsagent_undo_runs", "thread"),
+                ("fsagent_threads", "name"),
+            ):
+                await self.conn.execute(f"DELETE FROM {table} WHERE {column} = ?", (thread,))
 
     # -- the ledger ------------------------------------------------------------------------------
 
     async def ledger_row(self, thread: str, message_id: str, call_id: str) -> LedgerRow | None:
-        async with self.conn.execute(
+        found = await self._fetch(
             "SELECT status, result, failed FROM fsagent_ledger "
             "WHERE thread = ? AND message_id = ? AND call_id = ?",
             (thread, message_id, call_id),
-        ) as cursor:
-            row = await cursor.fetchone()
-        return LedgerRow(row[0], row[1], bool(row[2])) if row else None
+        )
+        return LedgerRow(found[0][0], found[0][1], bool(found[0][2])) if found else None
 
     async def ledger_claim(
         self, thread: str, message_id: str, call_id: str, tool: str, args: Any
     ) -> bool:
-        cursor = await self.conn.execute(
-            "INSERT INTO fsagent_ledger "
-            "(thread, message_id, call_id, tool, args, status, started_at) "
-            "VALUES (?, ?, ?, ?, ?, 'started', ?) ON CONFLICT DO NOTHING",
-            (thread, message_id, call_id, tool, json.dumps(args), now()),
-        )
-        return cursor.rowcount == 1
+        async with self._lock:
+            cursor = await self.conn.execute(
+                "INSERT INTO fsagent_ledger "
+                "(thread, message_id, call_id, tool, args, status, started_at) "
+                "VALUES (?, ?, ?, ?, ?, 'started', ?) ON CONFLICT DO NOTHING",
+                (thread, message_id, call_id, tool, json.dumps(args), now()),
+            )
+            return cursor.rowcount == 1
 
     async def ledger_done(
         self, thread: str, message_id: str, call_id: str, result: str, failed: bool
     ) -> None:
-        await self.conn.execute(
-            "UPDATE fsagent_ledger SET status = 'done', result = ?, failed = ?, "
-            "finished_at = ? WHERE thread = ? AND message_id = ? AND call_id = ?",
-            (result, int(failed), now(), thread, message_id, call_id),
-        )
+        async with self._lock:
+            await self.conn.execute(
+                "UPDATE fsagent_ledger SET status = 'done', result = ?, failed = ?, "
+                "finished_at = ? WHERE thread = ? AND message_id = ? AND call_id = ?",
+                (result, int(failed), now(), thread, message_id, call_id),
+            )
 
     # -- the audit log ---------------------------------------------------------------------------
 
     async def record_audit(self, rows: list[AuditRow]) -> None:
         if not rows:
             return
-        await self.conn.execute("BEGIN")
-        try:
+        async with self._lock, self._transaction():
             await self.conn.executemany(
                 "INSERT OR IGNORE INTO fsagent_audit (time, thread, message_id, call_id, tool, "
                 "args, decision, reason, decided_by) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)",
@@ -180,10 +190,6 @@ class SQLiteStore:
                     for row in rows
                 ],
             )
-            await self.conn.execute("COMMIT")
-        except BaseException:
-            await self.conn.execute("ROLLBACK")
-            raise
 
     async def audit_rows(self, thread: str | None = None) -> list[AuditRow]:
         query = (
@@ -193,7 +199,7 @@ class SQLiteStore:
         params: tuple[str, ...] = ()
         if thread:
             query, params = query + " WHERE thread = ?", (thread,)
-        async with self.conn.execute(query + " ORDER BY id", params) as cursor:
+        async with self._lock, self.conn.execute(query + " ORDER BY id", params) as cursor:
             found = await cursor.fetchall()
         return [
             AuditRow(r[0], r[1], r[2], r[3], r[4], json.loads(r[5]), r[6], r[7], r[8])
@@ -203,20 +209,18 @@ class SQLiteStore:
     # -- copying a thread ------------------------------------------------------------------------
 
     async def thread_record(self, thread: str) -> ThreadRecord:
-        async with self.conn.execute(
+        registered = await self._fetch(
             "SELECT created_at FROM fsagent_threads WHERE name = ?", (thread,)
-        ) as cursor:
-            registered = await cursor.fetchone()
-        async with self.conn.execute(
+        )
+        ledger = await self._fetch(
             "SELECT thread, message_id, call_id, tool, args, status, result, failed, "
             "started_at, finished_at FROM fsagent_ledger WHERE thread = ? "
             "ORDER BY started_at, message_id, call_id",
             (thread,),
-        ) as cursor:
-            ledger = await cursor.fetchall()
+        )
         return ThreadRecord(
             name=thread,
-            created_at=registered[0] if registered else None,
+            created_at=registered[0][0] if registered else None,
             ledger=tuple(
                 LedgerEntry(*row[:7], bool(row[7]), *row[8:])  # type: ignore[arg-type]
                 for row in ledger
@@ -226,8 +230,7 @@ class SQLiteStore:
         )
 
     async def add_thread_record(self, record: ThreadRecord) -> None:
-        await self.conn.execute("BEGIN IMMEDIATE")
-        try:
+        async with self._lock, self._transaction("BEGIN IMMEDIATE"):
             # The copy's holder registered the thread already: it keeps the original's date.
             await self.conn.execute(
                 "INSERT INTO fsagent_threads (name, created_at) VALUES (?, ?) "
@@ -255,10 +258,6 @@ class SQLiteStore:
                     for run in record.undo_runs
                 ],
             )
-            await self.conn.execute("COMMIT")
-        except BaseException:
-            await self.conn.execute("ROLLBACK")
-            raise
 
     # -- undo ------------------------------------------------------------------------------------
 
@@ -273,32 +272,32 @@ class SQLiteStore:
         record: dict[str, Any],
         size: int,
     ) -> None:
-        await self.conn.execute(
-            "INSERT INTO fsagent_undo (thread, message_id, call_id, turn, tool, args, record, "
-            "size, kept_at) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?) "
-            "ON CONFLICT (thread, message_id, call_id) DO UPDATE SET turn = excluded.turn, "
-            "tool = excluded.tool, args = excluded.args, record = excluded.record, "
-            "size = excluded.size, kept_at = excluded.kept_at",
-            (
-                thread,
-                message_id,
-                call_id,
-                turn,
-                tool,
-                json.dumps(args, ensure_ascii=False),
-                json.dumps(record, ensure_ascii=False),
-                size,
-                now(),
-            ),
-        )
+        async with self._lock:
+            await self.conn.execute(
+                "INSERT INTO fsagent_undo (thread, message_id, call_id, turn, tool, args, "
+                "record, size, kept_at) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?) "
+                "ON CONFLICT (thread, message_id, call_id) DO UPDATE SET turn = excluded.turn, "
+                "tool = excluded.tool, args = excluded.args, record = excluded.record, "
+                "size = excluded.size, kept_at = excluded.kept_at",
+                (
+                    thread,
+                    message_id,
+                    call_id,
+                    turn,
+                    tool,
+                    json.dumps(args, ensure_ascii=False),
+                    json.dumps(record, ensure_ascii=False),
+                    size,
+                    now(),
+                ),
+            )
 
     async def undo_records(self, thread: str) -> list[UndoRecord]:
-        async with self.conn.execute(
+        found = await self._fetch(
             "SELECT seq, thread, message_id, call_id, turn, tool, args, record, size, "
             "undone_by FROM fsagent_undo WHERE thread = ? ORDER BY seq",
             (thread,),
-        ) as cursor:
-            found = await cursor.fetchall()
+        )
         return [
             UndoRecord(
                 r[0], r[1], r[2], r[3], r[4], r[5], json.loads(r[6]), json.loads(r[7]), r[8], r[9]
@@ -307,18 +306,16 @@ class SQLiteStore:
         ]
 
     async def undo_bytes(self, thread: str) -> int:
-        async with self.conn.execute(
+        found = await self._fetch(
             "SELECT COALESCE(SUM(size), 0) FROM fsagent_undo WHERE thread = ?", (thread,)
-        ) as cursor:
-            row = await cursor.fetchone()
-        return int(row[0]) if row else 0
+        )
+        return int(found[0][0]) if found else 0
 
     async def begin_undo(
         self, thread: str, undo_id: str, plan: dict[str, Any], seqs: list[int]
     ) -> bool:
-        await self.conn.execute("BEGIN IMMEDIATE")
-        try:
-            marks = ", ".join("?" for _ in seqs)
+        marks = ", ".join("?" for _ in seqs)
+        async with self._lock, self._transaction("BEGIN IMMEDIATE"):
             async with self.conn.execute(
                 f"SELECT COUNT(*) FROM fsagent_undo WHERE thread = ? AND seq IN ({marks}) "
                 "AND undone_by IS NULL",
@@ -326,8 +323,7 @@ class SQLiteStore:
             ) as cursor:
                 row = await cursor.fetchone()
             if not row or row[0] != len(set(seqs)):
-                await self.conn.execute("ROLLBACK")
-                return False
+                return False  # nothing was written: the commit ends an empty transaction
             await self.conn.execute(
                 "INSERT INTO fsagent_undo_runs (thread, undo_id, plan, status, started_at) "
                 "VALUES (?, ?, ?, 'running', ?)",
@@ -337,10 +333,6 @@ class SQLiteStore:
                 f"UPDATE fsagent_undo SET undone_by = ? WHERE thread = ? AND seq IN ({marks})",
                 (undo_id, thread, *seqs),
             )
-            await self.conn.execute("COMMIT")
-        except BaseException:
-            await self.conn.execute("ROLLBACK")
-            raise
         return True
 
     async def unfinished_undo(self, thread: str) -> UndoRun | None:
@@ -348,25 +340,44 @@ class SQLiteStore:
         return runs[0] if runs else None
 
     async def _undo_runs(self, thread: str) -> list[UndoRun]:
-        async with self.conn.execute(
+        found = await self._fetch(
             "SELECT thread, undo_id, plan, status FROM fsagent_undo_runs "
             "WHERE thread = ? ORDER BY started_at, undo_id",
             (thread,),
-        ) as cursor:
-            found = await cursor.fetchall()
+        )
         return [UndoRun(row[0], row[1], json.loads(row[2]), row[3]) for row in found]
 
     async def finish_undo(self, thread: str, undo_id: str) -> None:
-        await self.conn.execute(
-            "UPDATE fsagent_undo_runs SET status = 'done', finished_at = ? "
-            "WHERE thread = ? AND undo_id = ?",
-            (now(), thread, undo_id),
-        )
+        async with self._lock:
+            await self.conn.execute(
+                "UPDATE fsagent_undo_runs SET status = 'done', finished_at = ? "
+                "WHERE thread = ? AND undo_id = ?",
+                (now(), thread, undo_id),
+            )
+
+    # -- one connection, shared by concurrent runs -------------------------------------------------
+
+    async def _fetch(self, query: str, params: tuple[Any, ...] = ()) -> list[Any]:
+        async with self._lock, self.conn.execute(query, params) as cursor:
+            return list(await cursor.fetchall())
+
+    @asynccontextmanager
+    async def _transaction(self, begin: str = "BEGIN") -> AsyncIterator[None]:
+        """Statements as one transaction: committed if the block ends, rolled back if it
+        raises. The caller holds `_lock`."""
+        await self.conn.execute(begin)
+        try:
+            yield
+        except BaseException:
+            await self.conn.execute("ROLLBACK")
+            raise
+        await self.conn.execute("COMMIT")
 
     # -- our schema ------------------------------------------------------------------------------
 
     async def schema_version(self) -> int:
-        return len(await applied_migrations(self.conn))
+        async with self._lock:
+            return len(await applied_migrations(self.conn))
 
 
 def process_alive(pid: int) -> bool:

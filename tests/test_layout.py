@@ -1,6 +1,7 @@
 """The layout's import rules (pyproject.toml's import-linter contracts) hold, and would catch
-the mistakes they were written against: a core module importing the terminal session, and the
-old circle of the graph, the display and the thread logic."""
+the mistakes they were written against: a core module importing the terminal session or the
+HTTP service, the HTTP service importing the terminal, and the old circle of the graph, the
+display and the thread logic."""
 
 from __future__ import annotations
 
@@ -16,7 +17,7 @@ import pytest
 from conftest import REPO
 
 LINT_IMPORTS = Path(sys.executable).parent / "lint-imports"
-PACKAGES = ("core", "store", "terminal", "mcp_servers")
+PACKAGES = ("core", "store", "terminal", "web", "mcp_servers")
 TOP_LEVEL = ("agent.py", "agent_graph.py", "display.py")
 FIRST_PARTY = {*PACKAGES, *(name.removesuffix(".py") for name in TOP_LEVEL)}
 
@@ -56,12 +57,33 @@ def test_the_code_keeps_every_contract():
         ("from agent_graph import build_graph\n", "core is not allowed to import agent_graph"),
         # The core printing through the terminal's parts.
         ("from terminal.console import Terminal\n", "core is not allowed to import terminal"),
+        # The core reaching into a front-end's package.
+        ("from web.auth import Access\n", "core is not allowed to import web"),
     ],
 )
 def test_the_contracts_catch_an_import_against_the_layers(tmp_path: Path, added: str, broken: str):
     code = copy_of_the_code(tmp_path)
     threads = code / "core" / "threads.py"
     threads.write_text(threads.read_text() + added)
+    result = lint_imports(code)
+    assert result.returncode == 1, result.stdout
+    assert broken in result.stdout
+
+
+@pytest.mark.parametrize(
+    "added, broken",
+    [
+        # One front-end built on the other's parts: the HTTP service asking the terminal.
+        ("from terminal.review import review\n", "web is not allowed to import terminal"),
+        ("import display\n", "web is not allowed to import display"),
+    ],
+)
+def test_the_contracts_keep_the_http_service_off_the_terminal(
+    tmp_path: Path, added: str, broken: str
+):
+    code = copy_of_the_code(tmp_path)
+    events = code / "web" / "events.py"
+    events.write_text(events.read_text() + added)
     result = lint_imports(code)
     assert result.returncode == 1, result.stdout
     assert broken in result.stdout
@@ -80,10 +102,11 @@ def test_the_contracts_catch_a_cycle_inside_a_package(tmp_path: Path):
 # --- the top-level modules, which import-linter cannot analyse as packages --------------------
 
 
-def layers() -> list[str]:
+def layers() -> list[set[str]]:
+    """The layers, top first; modules side by side in one layer (`a | b`) import neither."""
     config = tomllib.loads((REPO / "pyproject.toml").read_text())
     [contract] = [c for c in config["tool"]["importlinter"]["contracts"] if c["type"] == "layers"]
-    return [layer.strip("()") for layer in contract["layers"]]
+    return [{name.strip().strip("()") for name in layer.split("|")} for layer in contract["layers"]]
 
 
 def first_party_imports(source: str) -> set[str]:
@@ -99,7 +122,8 @@ def first_party_imports(source: str) -> set[str]:
 
 def imports_against_the_layers(module: str, source: str) -> list[str]:
     order = layers()
-    allowed = set(order[order.index(module) + 1 :]) | {"mcp_servers"}
+    [level] = [n for n, layer in enumerate(order) if module in layer]
+    allowed = set().union(*order[level + 1 :]) | {"mcp_servers"}
     return sorted(first_party_imports(source) - allowed - {module})
 
 
@@ -112,3 +136,8 @@ def test_each_top_level_module_imports_only_layers_below_it(name: str):
 def test_the_top_level_check_catches_the_graph_importing_the_display():
     source = (REPO / "agent_graph.py").read_text() + "\ndef f():\n    import display\n"
     assert imports_against_the_layers("agent_graph", source) == ["display"]
+
+
+def test_the_top_level_check_catches_the_display_importing_the_http_service():
+    source = (REPO / "display.py").read_text() + "\ndef f():\n    from web.app import create_app\n"
+    assert imports_against_the_layers("display", source) == ["web"]

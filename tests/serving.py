@@ -1,0 +1,162 @@
+"""The HTTP service under test: in this process through httpx's ASGI transport (the app the
+command line wires: real store, real MCP server, the LM Studio stand-in over HTTP), or as a
+real `fsagent serve` process where a restart or a signal is meant."""
+
+from __future__ import annotations
+
+import json
+import re
+import subprocess
+import threading
+import time
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
+from dataclasses import dataclass
+from typing import Any
+
+import httpx
+
+from agent import Settings, open_service
+from conftest import Workspace, agent_env
+from web.auth import Access
+
+TOKEN = "s3cret-admin-token"
+ADMIN = {"Authorization": f"Bearer {TOKEN}"}
+JSON = {"Content-Type": "application/json"}
+HOST = "127.0.0.1"
+PORT = 8765
+BASE = f"http://{HOST}:{PORT}"
+
+
+@dataclass
+class Served:
+    client: httpx.AsyncClient
+    app: Any
+
+    @property
+    def store(self) -> Any:
+        return self.app.state.service.store
+
+    async def say(self, thread: str, text: str) -> list[tuple[str, dict]]:
+        response = await self.client.post(
+            f"/api/threads/{thread}/messages", json={"text": text}, headers=JSON
+        )
+        assert response.status_code == 200, response.text
+        return sse_events(response.text)
+
+    async def decide(self, thread: str, body: Any) -> httpx.Response:
+        return await self.client.post(
+            f"/api/admin/approvals/{thread}", json=body, headers={**ADMIN, **JSON}
+        )
+
+
+@asynccontextmanager
+async def serving(
+    workspace: Workspace,
+    base_url: str,
+    *,
+    token: str | None = TOKEN,
+    approve: str = "ask",
+    host: str = HOST,
+    allowed_hosts: tuple[str, ...] = (),
+    base: str = BASE,
+) -> AsyncIterator[Served]:
+    settings = Settings(
+        base_url=base_url,
+        roots=(workspace.root,),
+        db=workspace.db,
+        approve=approve,  # type: ignore[arg-type]
+    )
+    access = Access(host=host, port=PORT, token=token, allowed_hosts=allowed_hosts)
+    async with open_service(settings, access) as app:
+        transport = httpx.ASGITransport(app=app)
+        async with httpx.AsyncClient(transport=transport, base_url=base, timeout=60) as client:
+            yield Served(client, app)
+
+
+def sse_events(text: str) -> list[tuple[str, dict]]:
+    """(event, data) of each server-sent event in a response body."""
+    found = []
+    for block in text.split("\n\n"):
+        if not block.strip():
+            continue
+        kind = re.search(r"^event: (.*)$", block, re.M)
+        data = re.search(r"^data: (.*)$", block, re.M)
+        assert kind and data, block
+        found.append((kind.group(1), json.loads(data.group(1))))
+    return found
+
+
+def kinds(events: list[tuple[str, dict]]) -> list[str]:
+    return [kind for kind, _ in events]
+
+
+# --- `fsagent serve` as a process ------------------------------------------------------------
+
+READY = re.compile(r"fsagent serve: (http://\S+/)")
+
+
+class ServeProcess:
+    """`fsagent serve --port 0` on a workspace, its output read as it comes; `url` once it
+    listens."""
+
+    def __init__(
+        self, workspace: Workspace, base_url: str, *args: str, env: dict[str, str] | None = None
+    ) -> None:
+        command = workspace.command(base_url, "serve", "--port", "0", *args, thread=None)
+        self.process = subprocess.Popen(
+            command,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            stdin=subprocess.DEVNULL,
+            text=True,
+            cwd=workspace.root,
+            env={**agent_env(), "FSAGENT_ADMIN_TOKEN": TOKEN, **(env or {})},
+        )
+        workspace.processes.append(self.process)  # killed at the end of the test, whatever
+        self.output: list[str] = []
+        self.readers = [
+            threading.Thread(target=self._read, args=(stream,), daemon=True)
+            for stream in (self.process.stdout, self.process.stderr)
+        ]
+        for reader in self.readers:
+            reader.start()
+        self.url = self.wait_for(READY).group(1).rstrip("/")
+
+    def _read(self, stream: Any) -> None:
+        for line in stream:
+            self.output.append(line)
+
+    @property
+    def text(self) -> str:
+        return "".join(self.output)
+
+    def wait_for(self, pattern: re.Pattern[str] | str, timeout: float = 60) -> re.Match[str]:
+        pattern = re.compile(re.escape(pattern)) if isinstance(pattern, str) else pattern
+        deadline = time.monotonic() + timeout
+        while True:
+            exited = self.process.poll() is not None
+            if exited:
+                for reader in self.readers:
+                    reader.join(timeout=5)
+            found = pattern.search(self.text)
+            if found:
+                return found
+            if exited:
+                raise AssertionError(
+                    f"serve exited ({self.process.returncode}) before {pattern.pattern!r}:\n"
+                    + self.text
+                )
+            if time.monotonic() > deadline:
+                raise AssertionError(f"no {pattern.pattern!r} within {timeout}s:\n{self.text}")
+            time.sleep(0.05)
+
+    def wait(self, timeout: float = 30) -> int:
+        code = self.process.wait(timeout=timeout)
+        for reader in self.readers:
+            reader.join(timeout=5)
+        return code
+
+    def kill(self) -> None:
+        self.process.kill()
+        self.wait()

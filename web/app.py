@@ -1,0 +1,299 @@
+"""The HTTP service (`fsagent serve`): the chat API, the admin API and the inbox page, over the
+same core the terminal drives (`ThreadSession` and its events).
+
+    POST /api/threads/{name}/messages   {"text"}: a turn, streamed as server-sent events
+    GET  /api/threads                    every thread: status, message count, pending calls
+    GET  /api/threads/{name}             one thread: its messages and pending calls (previews)
+    GET  /api/admin/approvals            every waiting thread: calls, previews, the request
+    POST /api/admin/approvals/{name}     decide the batch and resume: {"status", "thread",
+                                         "answer"}, or the run as events (Accept:
+                                         text/event-stream)
+    GET  /healthz                        LM Studio and the MCP server reachable?
+    GET  /                               the inbox page (web/static)
+
+Whether a thread waits is read from its checkpoint's interrupts every time, never from a
+queue of our own, so what the terminal decided, or a restart lost, cannot disagree with it.
+"""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator, Awaitable, Callable
+from contextlib import asynccontextmanager
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from fastapi import Depends, FastAPI, Request
+from fastapi.responses import FileResponse, JSONResponse, Response, StreamingResponse
+from fastapi.staticfiles import StaticFiles
+from langgraph.graph.state import CompiledStateGraph
+from starlette.exceptions import HTTPException as StarletteHTTPException
+from starlette.middleware.cors import CORSMiddleware
+
+from core.approval import tool_schema
+from core.decisions import DecisionError, answer_value, check_form, resume_value
+from core.events import Decision
+from core.questions import is_question
+from core.session import ThreadSession
+from core.text import format_call
+from core.threads import (
+    INTERRUPTED,
+    WAITING,
+    ThreadView,
+    all_views,
+    cannot_resume_message,
+    pending_approval,
+    thread_name_problem,
+    waiting_views,
+)
+from store.base import Store
+from web import payloads
+from web.access_log import AccessLog
+from web.auth import Access, Guard, Refused, Tokens, refusal
+from web.bodies import only_keys, read_json
+from web.events import DONE, Frame, decision_frame, run_frames
+from web.runs import Run, Runs
+
+STATIC = Path(__file__).resolve().parent / "static"
+# The page loads nothing from anywhere else and may not be framed by another page.
+PAGE_HEADERS = {
+    "Content-Security-Policy": "default-src 'self'; frame-ancestors 'none'; base-uri 'none'; "
+    "form-action 'none'",
+    "X-Frame-Options": "DENY",
+    "Referrer-Policy": "no-referrer",
+    "X-Content-Type-Options": "nosniff",
+}
+NO_STORE = {"Cache-Control": "no-store"}
+
+
+@dataclass
+class Service:
+    """What the app serves, opened and closed by the command line (agent.py)."""
+
+    store: Store
+    graph: CompiledStateGraph
+    session: Callable[[str], ThreadSession]  # a session on a thread, for one request
+    health: Callable[[], Awaitable[dict[str, str | None]]]  # part -> why it is down, or None
+    verbose: bool = False
+
+
+def create_app(service: Service, access: Access) -> FastAPI:
+    runs = Runs(service.store, verbose=service.verbose)
+
+    @asynccontextmanager
+    async def lifespan(app: FastAPI) -> AsyncIterator[None]:
+        yield
+        await runs.shutdown("the server is stopping")
+
+    # No /docs: FastAPI's pages load their scripts from a CDN, and the page must work offline.
+    app = FastAPI(
+        title="fsagent", docs_url=None, redoc_url=None, openapi_url=None, lifespan=lifespan
+    )
+    app.state.runs = runs
+    app.state.service = service
+    tokens = Tokens(access)
+    chat = [Depends(tokens.chat)]
+    admin = [Depends(tokens.admin)]
+
+    @app.exception_handler(Refused)
+    async def refused(request: Request, error: Refused) -> Response:
+        return refusal(error)
+
+    @app.exception_handler(StarletteHTTPException)
+    async def http_error(request: Request, error: StarletteHTTPException) -> Response:
+        # Starlette's own (no such route, method not allowed), in the API's one shape.
+        return JSONResponse({"error": str(error.detail)}, error.status_code, error.headers)
+
+    # -- the page and health -------------------------------------------------------------------
+
+    @app.get("/", include_in_schema=False)
+    async def page() -> Response:
+        return FileResponse(STATIC / "index.html", headers=PAGE_HEADERS)
+
+    app.mount("/static", StaticFiles(directory=STATIC), name="static")
+
+    @app.get("/healthz", dependencies=chat)
+    async def healthz() -> Response:
+        problems = await service.health()
+        parts = {name: {"ok": why is None, "problem": why} for name, why in problems.items()}
+        ok = all(problem is None for problem in problems.values())
+        return JSONResponse({"ok": ok, **parts}, 200 if ok else 503, headers=NO_STORE)
+
+    # -- chat ------------------------------------------------------------------------------------
+
+    @app.get("/api/threads", dependencies=chat)
+    async def list_threads() -> Response:
+        views = await all_views(service.store, service.graph)
+        return JSONResponse({"threads": [payloads.summary(v) for v in views]}, headers=NO_STORE)
+
+    @app.get("/api/threads/{name}", dependencies=chat)
+    async def show_thread(name: str) -> Response:
+        session = service.session(checked_name(name))
+        view = await session.view()
+        if view is None:
+            raise Refused(404, f"no thread named '{name}'")
+        return JSONResponse(await payloads.detail(session, view), headers=NO_STORE)
+
+    @app.post("/api/threads/{name}/messages", dependencies=chat)
+    async def post_message(name: str, request: Request) -> Response:
+        checked_name(name)
+        body = only_keys(await read_json(request), {"text"}, "a message")
+        text = body.get("text")
+        if not isinstance(text, str) or not text.strip():
+            raise Refused(400, 'a message needs "text", a non-empty string')
+        claim = await runs.claim(name)
+        try:
+            session = service.session(name)
+            view = await session.view()
+            check_takes_message(view)
+        except BaseException:
+            await claim.release()
+            raise
+        run = runs.start(claim, session, turn_frames(session, view, text.strip()))
+        return stream(run)
+
+    # -- admin -----------------------------------------------------------------------------------
+
+    @app.get("/api/admin/approvals", dependencies=admin)
+    async def list_approvals() -> Response:
+        views = await waiting_views(service.store, service.graph)
+        found = [await payloads.waiting(service.session(v.name), v) for v in views]
+        return JSONResponse({"approvals": found}, headers=NO_STORE)
+
+    @app.post("/api/admin/approvals/{name}", dependencies=admin)
+    async def decide(name: str, request: Request) -> Response:
+        checked_name(name)
+        body = await read_json(request)
+        answering = isinstance(body, dict) and "answers" in body
+        try:
+            if not answering:
+                check_form(body)
+        except DecisionError as error:
+            raise Refused(400, str(error)) from None
+        claim = await runs.claim(name)
+        try:
+            session = service.session(name)
+            payload = await pending_payload(session, name)
+            calls = list(payload["calls"])
+            schemas = {tool_name: tool_schema(tool) for tool_name, tool in session.tools.items()}
+            try:
+                if is_question(payload):
+                    decisions = answer_value(body, calls, by="admin")
+                elif answering:
+                    raise DecisionError(
+                        f"thread '{name}' waits for decisions on write calls, not for answers"
+                    )
+                else:
+                    decisions = resume_value(body, calls, schemas, by="admin")
+            except DecisionError as error:
+                raise Refused(400, str(error)) from None
+        except BaseException:
+            await claim.release()
+            raise
+        run = runs.start(claim, session, resume_frames(session, calls, decisions))
+        if "text/event-stream" in request.headers.get("accept", ""):
+            return stream(run)
+        return JSONResponse(outcome(name, await run.collect()), headers=NO_STORE)
+
+    # The last added runs first: every request is logged, then guarded, then routed.
+    if access.cors_origins:  # no CORS unless asked for (--cors-origin), and only those
+        app.add_middleware(
+            CORSMiddleware,
+            allow_origins=list(access.cors_origins),
+            allow_methods=["GET", "POST"],
+            allow_headers=["Authorization", "Content-Type", "Accept"],
+        )
+    app.add_middleware(Guard, access=access)
+    app.add_middleware(AccessLog, verbose=service.verbose)
+    return app
+
+
+def checked_name(name: str) -> str:
+    problem = thread_name_problem(name)
+    if problem:
+        raise Refused(400, problem)
+    return name
+
+
+def check_takes_message(view: ThreadView | None) -> None:
+    """A message may start a run unless the thread waits: new input to a paused thread would
+    drop its pending calls."""
+    if view is None:
+        return
+    if view.problem:
+        raise Refused(409, cannot_resume_message(view))
+    if view.status == WAITING:
+        calls = ", ".join(format_call(c.get("name"), c.get("args"), 60) for c in view.waiting)
+        raise Refused(
+            409,
+            f"thread '{view.name}' waits for approval of {calls}; it takes a new message once "
+            f"that is decided (the inbox, or POST /api/admin/approvals/{view.name})",
+        )
+
+
+async def pending_payload(session: ThreadSession, name: str) -> dict[str, Any]:
+    """What the thread waits on (an approval or a question), from its checkpoint's
+    interrupts; 404 when nothing."""
+    view = await session.view()
+    if view is not None and view.problem:
+        raise Refused(409, cannot_resume_message(view))
+    payload = pending_approval(view.snapshot if view is not None else None)
+    if payload is None:
+        raise Refused(404, f"thread '{name}' has nothing pending")
+    return payload
+
+
+def stream(run: Run) -> StreamingResponse:
+    # X-Accel-Buffering: a proxy in front (nginx) would otherwise hold the events back.
+    headers = {**NO_STORE, "X-Accel-Buffering": "no"}
+    return StreamingResponse(run.stream(), media_type="text/event-stream", headers=headers)
+
+
+async def turn_frames(
+    session: ThreadSession, view: ThreadView | None, text: str
+) -> AsyncIterator[Frame]:
+    """A new message's run. A run a crash cut off is finished first, as the terminal does on
+    opening the thread; if that pauses, the message waits for the decision and is not sent."""
+    if view is not None and view.status == INTERRUPTED:
+        notice = f"⟳ The last run was cut off at {', '.join(view.steps)}; finishing it first."
+        yield "text", {"text": notice}
+        async for frame in run_frames(session, session.finish_cut_off_run()):
+            yield frame
+        if session.paused_on is not None:
+            yield "error", {"text": "your message was not sent: the thread waits for approval"}
+            return
+    async for frame in run_frames(session, session.turn(text)):
+        yield frame
+
+
+async def resume_frames(
+    session: ThreadSession, calls: list[dict[str, Any]], decisions: dict[str, Any]
+) -> AsyncIterator[Frame]:
+    """The admin's decisions (or answers to a question), then the run they resume."""
+    for call in calls:
+        if "answers" in decisions:
+            kind, text = "answer", decisions["answers"][call["id"]]
+        else:
+            decision = decisions["decisions"][call["id"]]
+            kind = "grant" if decision.get("grant") else decision["type"]
+            text = decision.get("message", "")
+        yield decision_frame(Decision(call["id"], call["name"], kind, text, "admin"))
+    async for frame in run_frames(session, session.resume(decisions)):
+        yield frame
+
+
+def outcome(thread: str, frames: list[Frame]) -> dict[str, Any]:
+    """A resumed run as one JSON answer: how it ended and the model's last answer."""
+    status = DONE
+    answer = ""
+    result: dict[str, Any] = {}
+    for kind, data in frames:
+        if kind == "answer":
+            answer = data["text"]
+        elif kind == "approval":
+            result["calls"] = data["calls"]
+        elif kind == "error":
+            result.setdefault("error", data["text"])
+        elif kind == "done":
+            status = data["status"]
+    return {"status": status, "thread": thread, "answer": answer, **result}

@@ -1,0 +1,115 @@
+"""A run's core events (core/events.py) as server-sent events: one `event:` name and one JSON
+`data:` line each.
+
+    route        {"route"}
+    text         {"text"}                      the model's reply as it streams, and our notices
+    answer       {"text"}                      a finished reply, whole
+    tool_call    {"id", "tool", "args", "error"}
+    tool_result  {"id", "tool", "text", "failed"}
+    decision     {"id", "tool", "decision", "reason", "by"}   a rule's, the mode's, a grant's,
+                                                              or the admin's
+    approval     {"status": "pending", "thread", "route", "calls": [... each with "preview"]}
+    error        {"text"}
+    done         {"thread", "status"}          done | pending | error | cut_off; always last
+
+A run that pauses ends with a `text` notice that the request is queued for review, then
+`approval`, then `done`.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import AsyncIterator
+from typing import Any
+
+from core import events
+from core.session import ThreadSession
+from core.text import format_call
+from web.payloads import previewed
+
+Frame = tuple[str, dict[str, Any]]
+
+DONE, PENDING, ERROR, CUT_OFF = "done", "pending", "error", "cut_off"
+
+
+def encode(frame: Frame) -> bytes:
+    kind, data = frame
+    return f"event: {kind}\ndata: {json.dumps(data, ensure_ascii=False)}\n\n".encode()
+
+
+def queued_notice(thread: str, payload: dict[str, Any]) -> str:
+    calls = ", ".join(format_call(c["name"], c["args"], 60) for c in payload["calls"])
+    return (
+        f"Queued for review: {calls} waits for approval. Nothing was changed yet; an admin "
+        f"decides it in the inbox (or POST /api/admin/approvals/{thread}), and the answer "
+        "follows."
+    )
+
+
+async def run_frames(
+    session: ThreadSession, run: AsyncIterator[events.Event]
+) -> AsyncIterator[Frame]:
+    """The frames of one run, in order, without `done` (the runner adds it)."""
+    streamed = False  # whether the reply being written was sent as text deltas already
+    async for event in run:
+        match event:
+            case events.TextDelta(text):
+                streamed = True
+                yield "text", {"text": text}
+            case events.Answer(text):
+                if not streamed:  # our own messages (the step limit) do not stream
+                    yield "text", {"text": text}
+                streamed = False
+                yield "answer", {"text": text}
+            case events.Route(route):
+                yield "route", {"route": route}
+            case events.ToolCall(call_id, tool, args, error):
+                streamed = False
+                yield "tool_call", {"id": call_id, "tool": tool, "args": args, "error": error}
+            case events.ToolResult():
+                yield result_frame(event)
+            case events.Decision():
+                yield decision_frame(event)
+            case events.Failed(text):
+                yield "error", {"text": text}
+            case events.Paused(payload):
+                yield "text", {"text": queued_notice(session.thread, payload)}
+                yield "approval", await approval_data(session, payload)
+
+
+def result_frame(result: events.ToolResult) -> Frame:
+    return "tool_result", {
+        "id": result.call_id,
+        "tool": result.tool,
+        "text": result.text,
+        "failed": result.failed,
+    }
+
+
+def decision_frame(decision: events.Decision) -> Frame:
+    return "decision", {
+        "id": decision.call_id,
+        "tool": decision.tool,
+        "decision": decision.decision,
+        "reason": decision.reason,
+        "by": decision.by,
+    }
+
+
+async def approval_data(session: ThreadSession, payload: dict[str, Any]) -> dict[str, Any]:
+    return {
+        "status": PENDING,
+        "thread": session.thread,
+        "route": payload.get("route"),
+        "calls": await previewed(session, payload["calls"]),
+    }
+
+
+def status_of(frames: list[Frame]) -> str:
+    """How a run ended, from its frames: the last one that says."""
+    for kind, _ in reversed(frames):
+        if kind == "approval":
+            return PENDING
+        if kind == "error":
+            return ERROR
+    return DONE

@@ -1,0 +1,80 @@
+"""What the API says about threads, as JSON: a thread's status and messages, and the calls it
+waits on with their previews (what each would change, worked out without changing anything)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from langchain_core.messages import AIMessage, AnyMessage, HumanMessage, ToolMessage
+
+from core.messages import content_text
+from core.session import ThreadSession
+from core.threads import ThreadView, pending_approval
+
+
+def message_data(message: AnyMessage) -> dict[str, Any] | None:
+    if isinstance(message, HumanMessage):
+        return {"role": "user", "text": content_text(message.content)}
+    if isinstance(message, AIMessage):
+        calls = [{"id": c["id"], "name": c["name"], "args": c["args"]} for c in message.tool_calls]
+        return {"role": "assistant", "text": content_text(message.content), "tool_calls": calls}
+    if isinstance(message, ToolMessage):
+        return {
+            "role": "tool",
+            "call_id": message.tool_call_id,
+            "text": content_text(message.content),
+            "failed": message.status == "error",
+        }
+    return None
+
+
+def summary(view: ThreadView) -> dict[str, Any]:
+    """A thread in a list: no messages, no previews (those cost a server call each)."""
+    return {
+        "name": view.name,
+        "status": view.status,
+        "messages": len(view.messages),
+        "last_activity": view.last_activity,
+        "pending": [bare_call(call) for call in view.waiting],
+        "problem": view.problem,
+    }
+
+
+def bare_call(call: dict[str, Any]) -> dict[str, Any]:
+    return {
+        "id": call.get("id"),
+        "name": call.get("name"),
+        "args": call.get("args"),
+        "allowed_decisions": call.get("allowed_decisions") or [],
+        # A question (ask_person) has these instead of decisions.
+        **{key: call[key] for key in ("question", "choices") if key in call},
+    }
+
+
+async def previewed(session: ThreadSession, calls: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    return [{**bare_call(call), "preview": await session.preview(call)} for call in calls]
+
+
+async def detail(session: ThreadSession, view: ThreadView) -> dict[str, Any]:
+    """A thread in full: its messages, and the calls it waits on with their previews."""
+    messages = [data for m in view.messages if (data := message_data(m)) is not None]
+    return {
+        **summary(view),
+        "messages": messages,
+        "pending": await previewed(session, view.waiting),
+    }
+
+
+async def waiting(session: ThreadSession, view: ThreadView) -> dict[str, Any]:
+    """A waiting thread in the admin's list: the calls, their previews and the request that
+    caused them."""
+    payload = pending_approval(view.snapshot)
+    return {
+        "thread": view.name,
+        "kind": (payload or {}).get("kind", "approval"),  # "approval", or "question"
+        "request": view.request,
+        "route": (payload or {}).get("route"),
+        "calls": await previewed(session, view.waiting),
+        "problem": view.problem,
+        "last_activity": view.last_activity,
+    }

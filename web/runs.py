@@ -1,0 +1,173 @@
+"""The runs this server has going: at most one per thread, each holding its thread only while
+it runs.
+
+The terminal holds a thread's lock for its whole session; the server takes it (store.hold)
+when a turn or a resume starts and gives it back when that run ends, so a terminal can open
+a thread that is idle or waiting here, and a thread open at a terminal is refused here (409,
+naming that process). Inside this process a second request for a thread that is running is
+refused too: one run per thread, as the core expects.
+
+Each run is a task of its own that puts its frames on a queue; the response reads them. So a
+run is cut off the way Ctrl-C cuts one at the terminal, whoever stops it: the client going
+away, or SIGTERM (`cut_off_all`). The task then closes the run (`close_cut_off_run`: every
+call left without an answer gets one, from the ledger where a write started), reports that,
+and gives the thread back idle and consistent.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import sys
+import traceback
+from collections.abc import AsyncIterator
+from contextlib import AbstractAsyncContextManager
+from dataclasses import dataclass, field
+from typing import Any
+
+from core.error_lines import describe_error
+from core.session import ThreadSession
+from store.base import Store
+from store.errors import ThreadBusy
+from web.auth import Refused
+from web.events import CUT_OFF, Frame, encode, result_frame, status_of
+
+_END: Frame = ("", {})
+
+
+@dataclass
+class Run:
+    thread: str
+    frames: asyncio.Queue[Frame] = field(default_factory=asyncio.Queue)
+    task: asyncio.Task[None] | None = None
+    started: bool = False
+    cut_off_by: str | None = None  # why it was cut off, once it was
+
+    def cut_off(self, why: str) -> None:
+        if self.task is None or self.task.done() or self.cut_off_by is not None:
+            return
+        self.cut_off_by = why
+        # A task cancelled before its first step would never run its cleanup; one that has
+        # not started sees `cut_off_by` when it does.
+        if self.started:
+            self.task.cancel()
+
+    async def stream(self) -> AsyncIterator[bytes]:
+        """The frames as server-sent events, until `done`. A client that goes away cuts the
+        run off."""
+        try:
+            while (frame := await self.frames.get()) is not _END:
+                yield encode(frame)
+        finally:
+            self.cut_off("the client went away")
+
+    async def collect(self) -> list[Frame]:
+        """Every frame, once the run has ended."""
+        collected = []
+        try:
+            while (frame := await self.frames.get()) is not _END:
+                collected.append(frame)
+        finally:
+            self.cut_off("the client went away")
+        return collected
+
+
+class Claim:
+    """A thread taken for one run: this process's slot and the store's lock."""
+
+    def __init__(self, runs: Runs, thread: str, hold: AbstractAsyncContextManager[None]) -> None:
+        self.runs = runs
+        self.thread = thread
+        self.hold = hold
+
+    async def release(self) -> None:
+        try:
+            await self.hold.__aexit__(None, None, None)
+        finally:
+            self.runs.active.pop(self.thread, None)
+
+
+class Runs:
+    def __init__(self, store: Store, *, verbose: bool = False) -> None:
+        self.store = store
+        self.verbose = verbose
+        self.active: dict[str, Run | None] = {}  # None: claimed, its run not started yet
+        self.stopping: str | None = None
+
+    async def claim(self, thread: str) -> Claim:
+        """Take `thread` for a run; Refused (409) when it runs here or is open elsewhere."""
+        if self.stopping:
+            raise Refused(503, f"the server is stopping ({self.stopping}); try again later")
+        if thread in self.active:
+            raise Refused(
+                409,
+                f"thread '{thread}' is running in this server (pid {os.getpid()}); wait for "
+                "its run to finish",
+            )
+        self.active[thread] = None  # before any await: a second request sees it at once
+        hold = self.store.hold(thread)
+        try:
+            await hold.__aenter__()
+        except ThreadBusy as busy:
+            self.active.pop(thread, None)
+            raise Refused(409, str(busy)) from None
+        except BaseException:
+            self.active.pop(thread, None)
+            raise
+        return Claim(self, thread, hold)
+
+    def start(self, claim: Claim, session: ThreadSession, frames: AsyncIterator[Frame]) -> Run:
+        run = Run(claim.thread)
+        self.active[claim.thread] = run
+        run.task = asyncio.create_task(self._run(run, claim, session, frames))
+        return run
+
+    async def _run(
+        self, run: Run, claim: Claim, session: ThreadSession, frames: AsyncIterator[Frame]
+    ) -> None:
+        sent: list[Frame] = []
+
+        def put(kind: str, data: dict[str, Any]) -> None:
+            sent.append((kind, data))
+            run.frames.put_nowait((kind, data))
+
+        run.started = True
+        status = None
+        try:
+            if run.cut_off_by:
+                raise asyncio.CancelledError
+            async for kind, data in frames:
+                put(kind, data)
+        except asyncio.CancelledError:
+            status = CUT_OFF
+            why = f"the run was cut off ({run.cut_off_by or 'cancelled'})"
+            try:
+                for result in await session.close_cut_off_run(why):
+                    put(*result_frame(result))
+            except Exception as error:  # the thread stays interrupted; opening it finishes it
+                put("error", {"text": f"closing the cut-off run failed: {error}"})
+            put("error", {"text": f"{why}: what finished is kept; the thread takes a new message"})
+        except Exception as error:  # raised after a fatal Failed (--verbose), or a bug
+            if self.verbose:
+                traceback.print_exc(file=sys.stderr)
+            put("error", {"text": describe_error(error, session.base_url)})
+        finally:
+            try:
+                await claim.release()
+            finally:
+                put("done", {"thread": run.thread, "status": status or status_of(sent)})
+                run.frames.put_nowait(_END)
+
+    def cut_off_all(self, why: str) -> None:
+        """Cut off every run (SIGTERM): each closes its thread and ends its response."""
+        self.stopping = self.stopping or why
+        for run in list(self.active.values()):
+            if run is not None:
+                run.cut_off(why)
+
+    async def shutdown(self, why: str) -> None:
+        """Cut off what still runs and wait until every thread is given back."""
+        self.cut_off_all(why)
+        tasks = [run.task for run in self.active.values() if run is not None and run.task]
+        if tasks:
+            await asyncio.gather(*tasks, return_exceptions=True)

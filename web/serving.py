@@ -1,0 +1,95 @@
+"""Running the app under uvicorn: the listening socket, and a clean stop on SIGTERM or Ctrl-C.
+
+uvicorn, told to stop, waits for every open response to finish; a turn that streams would
+keep it waiting as long as the model talks. So the signal first cuts off every running turn
+the way Ctrl-C cuts one at the terminal (each closes its thread and ends its stream), then
+uvicorn stops as usual, and the command line closes the store and the MCP server.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import signal
+import socket
+import threading
+from collections.abc import Callable, Iterator
+from types import FrameType
+
+import uvicorn
+from fastapi import FastAPI
+
+from core.errors import StartupError
+from web.runs import Runs
+
+STOP_SIGNALS = (signal.SIGINT, signal.SIGTERM)
+# Past this, uvicorn cancels what still runs; cut-off turns end well before.
+GRACEFUL_SECONDS = 30
+STOPPING = "the server is stopping"
+
+
+def listen(host: str, port: int) -> socket.socket:
+    """The listening socket, bound before anything slow starts: a port in use is the news.
+    Port 0 takes a free one (the socket says which)."""
+    family = socket.AF_INET6 if ":" in host else socket.AF_INET
+    sock = socket.socket(family, socket.SOCK_STREAM)
+    try:
+        sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        sock.bind((host, port))
+        sock.listen(128)  # connections wait in the backlog until uvicorn accepts them
+    except OSError as error:
+        sock.close()
+        raise StartupError(
+            f"cannot listen on {host}:{port}: {error.strerror}; pass another --host or --port"
+        ) from error
+    sock.set_inheritable(True)
+    return sock
+
+
+class Server(uvicorn.Server):
+    """uvicorn's server, which cuts off the running turns when it is told to stop."""
+
+    def __init__(self, config: uvicorn.Config, on_stop: Callable[[], None]) -> None:
+        super().__init__(config)
+        self.on_stop = on_stop
+        self.stopped_by: int | None = None
+
+    def handle_exit(self, sig: int, frame: FrameType | None) -> None:
+        if self.stopped_by is None:
+            self.stopped_by = sig
+            self.on_stop()
+        super().handle_exit(sig, frame)
+
+    @contextlib.contextmanager
+    def capture_signals(self) -> Iterator[None]:
+        # uvicorn's own raises the signal again once it has stopped, which would end the
+        # process before the store and the MCP server are closed; the exit code says it.
+        if threading.current_thread() is not threading.main_thread():
+            yield
+            return
+        previous = {sig: signal.signal(sig, self.handle_exit) for sig in STOP_SIGNALS}
+        try:
+            yield
+        finally:
+            for sig, handler in previous.items():
+                signal.signal(sig, handler)
+
+
+async def run_server(app: FastAPI, sock: socket.socket, *, verbose: bool = False) -> int:
+    """Serve until SIGTERM (exit code 0) or Ctrl-C (130)."""
+    runs: Runs = app.state.runs
+    loop = asyncio.get_running_loop()
+
+    def on_stop() -> None:  # in the signal handler: hand it to the loop
+        loop.call_soon_threadsafe(runs.cut_off_all, STOPPING)
+
+    config = uvicorn.Config(
+        app,
+        log_level="info" if verbose else "warning",
+        access_log=False,  # ours is one line per request, with the thread (web.access_log)
+        lifespan="on",
+        timeout_graceful_shutdown=GRACEFUL_SECONDS,
+    )
+    server = Server(config, on_stop)
+    await server.serve(sockets=[sock])
+    return 130 if server.stopped_by == signal.SIGINT else 0
