@@ -151,12 +151,18 @@ async def run_session(
     roots: Sequence[Path | str] = (),
 ) -> int:
     """The read-eval loop. Returns the exit code (see agent.EXIT_CODES)."""
+    status = status_line(model, context_length, roots, approve_mode)
     with term.ctrl_c.installed():
         try:
             return await _run_session(
-                session, term, tool_count, approve_mode, policy, strict,
-                status_line(model, context_length, roots, approve_mode),
-            )  # fmt: skip
+                session,
+                term,
+                tool_count=tool_count,
+                approve_mode=approve_mode,
+                policy=policy,
+                strict=strict,
+                status=status,
+            )
         except asyncio.CancelledError:
             # Ctrl-C while nothing could be cut off on its own (the banner being read, a
             # /command): the session ends, as it would at the prompt.
@@ -172,6 +178,7 @@ async def run_session(
 async def _run_session(
     session: ThreadSession,
     term: Terminal,
+    *,
     tool_count: int,
     approve_mode: str,
     policy: Policy | None,

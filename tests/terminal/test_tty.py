@@ -411,3 +411,35 @@ def test_history_path_follows_xdg(tmp_path: Path):
     assert history_path({"XDG_STATE_HOME": "relative"}) == (
         Path.home() / ".local" / "state" / "fsagent" / "history"
     )
+
+
+def test_help_and_pipes_never_load_line_editing_or_rich(workspace: Workspace):
+    """They are the terminal's: `--help`, a pipe or a regression run must not pay for them."""
+    import subprocess
+    import sys
+
+    from conftest import AGENT
+
+    helped = subprocess.run(
+        [sys.executable, "-X", "importtime", str(AGENT), "--help"],
+        capture_output=True,
+        text=True,
+        env=agent_env(),
+    )
+    with FakeLLM([], auto_route="general") as llm:
+        piped = subprocess.run(
+            [sys.executable, "-X", "importtime", *workspace.command(llm.base_url)[1:]],
+            input="quit\n",
+            capture_output=True,
+            text=True,
+            cwd=workspace.root,
+            env=agent_env(),
+        )
+
+    assert helped.returncode == 0 and piped.returncode == 0, piped.stderr[-2000:]
+    for run in (helped, piped):
+        loaded = {line.rsplit("|", 1)[-1].strip() for line in run.stderr.splitlines()}
+        # (rich itself may be there: httpx imports its CLI, rich.console and rich.live, when
+        # rich is installed.)
+        assert not {"prompt_toolkit", "rich.markdown", "terminal.tty", "terminal.live"} & loaded
+    assert "langgraph" in {name.split(".")[0] for name in loaded}  # the check does see imports
