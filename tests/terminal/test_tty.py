@@ -140,6 +140,49 @@ def test_ctrl_c_while_the_model_streams_returns_to_the_prompt_and_a_second_quits
     assert result["content"] == "alpha\n"
 
 
+def test_ctrl_c_in_the_editor_is_the_editors_and_the_review_goes_on(workspace: Workspace):
+    (workspace.root / "hello.txt").write_text("hi\n")
+    script = [reply(tool_calls=[tool_call("write_file", WRITE)]), text("Not written.")]
+    with FakeLLM(script, auto_route="filesystem") as llm:
+        # An editor that Ctrl-C ends (vi would take it as a key: either way it is the editor's).
+        screen = at_a_terminal(workspace, llm, EDITOR="sh -c 'sleep 60' editor")
+        at = screen.wait_for("you>")
+        screen.enter("say hello")
+        at = screen.wait_for("write_file? [y/n/e/a/?]", at)
+        screen.enter("e")
+        screen.wait_until(
+            lambda: bool({"sh", "sleep"} & set(_children(screen.process.pid).split())),
+            "the editor open",
+        )
+        screen.type(CTRL_C)
+        at = screen.wait_for("unchanged; answer again", at)
+        at = screen.wait_for("write_file? [y/n/e/a/?]", at)
+        screen.enter("n")
+        at = screen.wait_for("reason (optional; the model reads it)>", at)
+        screen.type(ENTER)
+        at = screen.wait_for("agent> Not written.", at)
+        screen.wait_for("you>", at)
+        screen.enter("/quit")
+        code = screen.close()
+
+    assert code == 0, screen.screen_text()
+    assert "Traceback" not in screen.screen_text()
+    assert (workspace.root / "hello.txt").read_text() == "hi\n"
+
+
+def _children(pid: int) -> str:
+    """The command names of a process's children (Linux /proc)."""
+    names = []
+    for entry in Path("/proc").iterdir():
+        try:
+            fields = (entry / "stat").read_text().rsplit(")", 1)[1].split()
+            if entry.name.isdigit() and int(fields[1]) == pid:
+                names.append((entry / "comm").read_text().strip())
+        except (OSError, IndexError, ValueError):
+            continue
+    return " ".join(names)
+
+
 def test_ctrl_c_at_the_prompt_clears_what_was_typed_then_quits(workspace: Workspace):
     with FakeLLM([], auto_route="general") as llm:
         screen = at_a_terminal(workspace, llm)
@@ -253,6 +296,8 @@ def test_piped_slash_commands(workspace: Workspace):
         result = workspace.run(llm.base_url, "/help\n/nope\n/grants\n/quit\nnever sent\n")
 
     assert result.returncode == 0, result.stderr
+    banner = f"Model: fake-model · Root: {workspace.root.resolve()} · Approval: ask"
+    assert banner in result.stdout.splitlines()[1]
     assert "you> /help\nCommands (anything else is sent to the model):\n" in result.stdout
     assert "  /revoke N  remove grant N" in result.stdout
     assert "⚠ unknown command /nope; /help lists the commands (nothing was sent)" in result.stdout
@@ -443,3 +488,13 @@ def test_help_and_pipes_never_load_line_editing_or_rich(workspace: Workspace):
         # rich is installed.)
         assert not {"prompt_toolkit", "rich.markdown", "terminal.tty", "terminal.live"} & loaded
     assert "langgraph" in {name.split(".")[0] for name in loaded}  # the check does see imports
+
+
+def test_the_status_line_says_the_context_when_it_is_known():
+    from display import status_line
+
+    known = status_line("qwen", 4096, [Path("/a"), Path("/b")], "yes")
+    assert known == "Model: qwen (4,096-token context) · Roots: /a, /b · Approval: yes"
+    assert status_line("qwen", None, [Path("/a")], "ask") == (
+        "Model: qwen · Root: /a · Approval: ask"
+    )
