@@ -48,7 +48,7 @@ APPROVE_MODES: tuple[ApproveMode, ...] = ("ask", "yes", "no")
 EXIT_CODES = (
     "exit codes: 0 finished; 1 error during the run; 2 cannot start (bad flags, LM Studio "
     "unreachable, bad policy or database); 3 stopped with an approval pending or an answer "
-    "refused; 4 replay mismatch."
+    "refused; 4 replay mismatch; 130 ended by Ctrl-C."
 )
 
 
@@ -69,6 +69,7 @@ class Settings:
     replay: Path | None = None
     approve: ApproveMode = "ask"  # who decides writes no rule decides
     policy: Path | None = None  # None: fsagent.toml in the first root, if any
+    plain: bool = False  # plain text in and out on a terminal too: no escape code at all
 
 
 @dataclass(frozen=True)
@@ -302,6 +303,13 @@ def add_agent_options(parser: argparse.ArgumentParser, *, suppress: bool = False
         help="show tracebacks and server logs",
     )
     parser.add_argument(
+        "--plain",
+        action="store_true",
+        default=default(False),
+        help="plain text on a terminal too: no colour, status line, Markdown or line "
+        "editing (as with NO_COLOR=1 or TERM=dumb, and whenever the output is not a terminal)",
+    )
+    parser.add_argument(
         "--strict",
         action="store_true",
         default=default(False),
@@ -346,6 +354,7 @@ def settings_from_args(args: argparse.Namespace) -> Settings:
         replay=args.replay,
         approve=args.approve,
         policy=Path(args.policy).expanduser() if args.policy else None,
+        plain=args.plain,
     )
 
 
@@ -407,12 +416,18 @@ def chat_command(args: argparse.Namespace, settings: Settings) -> int:
 
 
 async def chat(settings: Settings) -> int:
+    from terminal.console import screen_kind
+
+    screen = screen_kind(plain=settings.plain)
+    if screen == "tty":
+        # Line editing, the status line and Markdown: a person reads the banner while
+        # prompt_toolkit and rich load. A pipe or --help never imports them.
+        import_in_background("terminal.tty")
     async with launch(settings) as launched:
         # The agent's heavy imports, while the server process imports the MCP SDK.
         import display
         from core.session import ThreadSession
         from store import open_store
-        from terminal.console import Terminal
 
         async with open_store(settings.db) as store, store.hold(settings.thread):
             if not settings.read_only:
@@ -429,8 +444,7 @@ async def chat(settings: Settings) -> int:
                     verbose=settings.verbose,
                 )
                 with open_transcript(settings.transcript) as transcript:
-                    redactions = root_redactions(settings.roots)
-                    term = Terminal(transcript=transcript, redactions=redactions)
+                    term = open_terminal(screen, transcript, root_redactions(settings.roots))
                     return await display.run_session(
                         session,
                         term,
@@ -438,7 +452,24 @@ async def chat(settings: Settings) -> int:
                         approve_mode=settings.approve,
                         policy=agent.policy,
                         strict=settings.strict,
+                        model=agent.model_name,
+                        roots=launched.roots,
                     )
+
+
+def open_terminal(screen: str, transcript: Any, redactions: list[tuple[str, str]]) -> Any:
+    """The person's terminal: a TTY's with line editing, a status line and Markdown, or the
+    plain one (a pipe, --plain, NO_COLOR, TERM=dumb) that writes no escape code unless it
+    colours a diff on a terminal."""
+    if screen == "tty":
+        from terminal.slash import COMMANDS
+        from terminal.tty import TtyTerminal
+
+        commands = {name: found.help for name, found in COMMANDS.items()}
+        return TtyTerminal(transcript=transcript, redactions=redactions, commands=commands)
+    from terminal.console import Terminal
+
+    return Terminal(transcript=transcript, redactions=redactions, color=screen == "color")
 
 
 @dataclass
@@ -449,7 +480,15 @@ class Launched:
     roots: list[Path]
     policy: Policy
     process: asyncio.subprocess.Process
-    model_ready: asyncio.Future[Callable[[], BaseChatModel]]
+    model_ready: asyncio.Future[ModelReady]
+
+
+@dataclass(frozen=True)
+class ModelReady:
+    """The model's name, for the banner, and the chat model, built when first needed."""
+
+    name: str
+    make: Callable[[], BaseChatModel]
 
 
 @asynccontextmanager
@@ -479,6 +518,7 @@ class Agent:
     tools: list[BaseTool]
     policy: Policy
     server: ToolServer
+    model_name: str
 
 
 @asynccontextmanager
@@ -489,7 +529,8 @@ async def open_agent(settings: Settings, launched: Launched, store: Store) -> As
 
     async with open_tool_server(launched.process) as server:
         tools = server.tools
-        model = await launched.model_ready
+        ready = await launched.model_ready
+        model = ready.make
         if settings.read_only:
             from core.read_only import build_read_only_agent
 
@@ -501,7 +542,7 @@ async def open_agent(settings: Settings, launched: Launched, store: Store) -> As
                 model, tools, store.checkpointer, policy=launched.policy, mode=settings.approve,
                 store=store,
             )  # fmt: skip
-        yield Agent(app, tools, launched.policy, server)
+        yield Agent(app, tools, launched.policy, server, ready.name)
 
 
 def check_roots(roots: tuple[Path, ...]) -> list[Path]:
@@ -516,8 +557,8 @@ def check_roots(roots: tuple[Path, ...]) -> list[Path]:
     return resolved
 
 
-async def load_model(settings: Settings) -> Callable[[], BaseChatModel]:
-    """The chat model, as a function that builds it at the first prompt.
+async def load_model(settings: Settings) -> ModelReady:
+    """The chat model's name, and a function that builds the model at the first prompt.
 
     LM Studio is checked reachable now rather than at the first prompt; the client itself
     (langchain_openai imports all of the openai SDK) is imported at the first prompt, or on a
@@ -529,7 +570,7 @@ async def load_model(settings: Settings) -> Callable[[], BaseChatModel]:
 
         name, steps = load_cassette(settings.replay)
         replay = ReplayChatModel(steps=steps, model_name=name)
-        return lambda: replay
+        return ModelReady(name, lambda: replay)
     from core.model_list import first_listed_model
 
     name = settings.model or await first_listed_model(settings.base_url)
@@ -549,7 +590,7 @@ async def load_model(settings: Settings) -> Callable[[], BaseChatModel]:
             callbacks = [Recorder(settings.record, name)]
         return make_chat_model(settings.base_url, name, callbacks)
 
-    return chat_model
+    return ModelReady(name, chat_model)
 
 
 def import_in_background(module: str) -> None:

@@ -1,19 +1,20 @@
 """What the person sees of a session at the terminal, and its loop: the banner, each run's
-events as they stream (terminal.steps), the approvals it pauses for (terminal.review), and the
-prompt. The thread itself is driven through the core's `ThreadSession`."""
+events as they stream (terminal.steps), the approvals it pauses for (terminal.review), the
+`/` commands (terminal.slash), and the prompt. The thread itself is driven through the
+core's `ThreadSession`."""
 
 from __future__ import annotations
 
 import asyncio
 import sys
-from collections.abc import AsyncIterator, Callable
+from collections.abc import AsyncIterator, Sequence
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any
 
 from langgraph.types import StateSnapshot
 
 from core import events
-from core.approval import describe_grant
 from core.errors import StartupError
 from core.policy import Grant, Policy
 from core.questions import is_question
@@ -21,22 +22,21 @@ from core.session import ThreadSession
 from core.text import format_call
 from core.threads import INTERRUPTED, cannot_resume_message, pending_approval
 from terminal.console import Terminal
+from terminal.interrupts import Interrupted
 from terminal.question import QUESTION_ANSWERS, answer_questions
 from terminal.review import ANSWER_WORDS, PIPED_ANSWERS, NotAnAnswer, review
-from terminal.steps import StepPrinter, TurnInterrupter, show_run
-from terminal.undo import finish_cut_off_undo, parse_undo, undo_at_terminal
+from terminal.slash import QUIT, CommandContext, command_word, grant_lines, run_command
+from terminal.steps import StepPrinter, show_run
+from terminal.undo import finish_cut_off_undo
 
 QUIT_WORDS = frozenset({"quit", "exit"})
-# At the prompt: the thread's grants, and taking approved changes back.
-PERSON_COMMANDS = ("/grants", "/revoke", "/undo")
+CTRL_C = 130  # the exit code of a session Ctrl-C ended, as a shell reports it
+PAUSED = 3  # stopped with an approval pending or an answer refused
 
 
 def banner(snapshot: StateSnapshot | None, tool_count: int, thread: str) -> str:
     head = f"Loaded {tool_count} tools. Thread '{thread}': "
     payload = pending_approval(snapshot)
-    if payload and is_question(payload):
-        asked = "; ".join(repr(c.get("question", "")) for c in payload["calls"])
-        return head + f"paused: waiting for your answer to {asked}."
     if payload:
         calls = ", ".join(format_call(c["name"], c["args"], 60) for c in payload["calls"])
         return head + f"paused: waiting for your approval of {calls}."
@@ -45,6 +45,22 @@ def banner(snapshot: StateSnapshot | None, tool_count: int, thread: str) -> str:
     if messages:
         return head + f"resuming, {len(messages)} messages."
     return head + "new conversation."
+
+
+def status_line(
+    model: str | None, context_length: int | None, roots: Sequence[Path | str], approve_mode: str
+) -> str:
+    """The session at a glance: the model and its context (when known), where the agent may
+    read and write, and who decides writes."""
+    parts = []
+    if model:
+        context = f" ({context_length:,}-token context)" if context_length else ""
+        parts.append(f"Model: {model}{context}")
+    if roots:
+        label = "Root" if len(roots) == 1 else "Roots"
+        parts.append(f"{label}: {', '.join(str(root) for root in roots)}")
+    parts.append(f"Approval: {approve_mode}")
+    return " · ".join(parts)
 
 
 def approval_summary(mode: str, policy: Policy | None, grants: list[Grant]) -> list[str]:
@@ -61,38 +77,46 @@ def approval_summary(mode: str, policy: Policy | None, grants: list[Grant]) -> l
     return lines
 
 
-def grant_lines(grants: list[Grant]) -> list[str]:
-    if not grants:
-        return ["No grants in this thread."]
-    lines = ["Grants in this thread (approved without asking; /revoke N removes one):"]
-    return lines + [f"  {n}. {describe_grant(grant)}" for n, grant in enumerate(grants, 1)]
-
-
 @dataclass
 class Conversation:
-    """One thread at the terminal: runs shown as they stream, approvals asked about."""
+    """One thread at the terminal: runs shown as they stream, approvals asked about.
+
+    Its steps return None to go on, or the exit code the session ends with."""
 
     session: ThreadSession
     term: Terminal
     printer: StepPrinter
-    interrupter: TurnInterrupter
     strict: bool = False
 
-    async def show_run(self, run: AsyncIterator[events.Event]) -> bool:
-        return await show_run(self.session, run, self.printer, self.interrupter)
+    @property
+    def first_activity(self) -> str:
+        """What a new request does first: the router's choice, unless the agent has none."""
+        return "routing" if "router" in self.session.app.nodes else "thinking"
 
-    async def settle_approvals(self, payload: dict[str, Any] | None) -> bool:
-        """Ask about the pending approval, and any the resumed run pauses at next; False if
-        the thread is left paused. The payload comes from the run that paused, or from the
-        state of a thread just opened: loading the state again would cost a whole-history
-        read."""
+    async def show_run(self, run: AsyncIterator[events.Event], activity: str) -> int | None:
+        """None when the run ended or paused; PAUSED when it was cut off or failed, or
+        CTRL_C when a second Ctrl-C asked to quit while the cut-off run was closed."""
+        if await show_run(self.session, run, self.printer, activity):
+            return None
+        return CTRL_C if self.term.ctrl_c.quit else PAUSED
+
+    async def settle_approvals(self, payload: dict[str, Any] | None) -> int | None:
+        """Ask about the pending approval, and any the resumed run pauses at next. The
+        payload comes from the run that paused, or from the state of a thread just opened:
+        loading the state again would cost a whole-history read."""
         while payload:
             question = is_question(payload)
+            asking = (
+                answer_questions(self.term, payload)
+                if question
+                else review(self.term, payload, self.session.preview)
+            )
             try:
-                if question:
-                    decisions = answer_questions(self.term, payload)
-                else:
-                    decisions = await review(self.term, payload, self.session.preview)
+                decisions = await self.term.ctrl_c.cancellable(asking)
+            except Interrupted:
+                # Ctrl-C at a question, or while a preview was worked out.
+                self.term.say("⨯ Left paused: nothing was run. Open this thread again to answer.")
+                return CTRL_C
             except NotAnAnswer as refused:
                 where = "the question" if question else "the approval"
                 expected = QUESTION_ANSWERS if question else PIPED_ANSWERS
@@ -102,46 +126,24 @@ class Conversation:
                 )
                 print(f"fsagent: {line}", file=sys.stderr, flush=True)
                 self.term.event("error", text=line)
-                return False
+                return PAUSED
             if decisions is None:
                 self.term.say("Left paused: nothing was run. Open this thread again to answer.")
-                return False
-            if not await self.show_run(self.session.resume(decisions)):
-                return True
+                return PAUSED
+            called = ", ".join(sorted({call["name"] for call in payload["calls"]}))
+            stopped = await self.show_run(self.session.resume(decisions), f"running {called}")
+            if stopped is not None:
+                # A resumed run that was cut off or failed has closed its calls: the thread
+                # takes new prompts.
+                return CTRL_C if stopped == CTRL_C else None
             payload = self.session.paused_on
-        return True
-
-    async def person_command(self, line: str) -> int | None:
-        """`/grants` lists the thread's grants; `/revoke N` removes one; `/undo` takes the
-        last turn's approved writes back. An exit code when the session must end (a piped
-        line that does not answer the undo)."""
-        word, _, argument = line.strip().partition(" ")
-        if word == "/undo":
-            try:
-                call, turn, force = parse_undo(argument.split())
-            except ValueError as wrong:
-                self.term.say(str(wrong))
-                return None
-            code = await undo_at_terminal(
-                self.session, self.term, self.printer, call=call, turn=turn, force=force
-            )
-            return code if code == 3 else None
-        if word == "/grants":
-            for text in grant_lines(await self.session.grants()):
-                self.term.say(text)
-            return None
-        number = argument.strip()
-        gone = await self.session.revoke(int(number)) if number.isdigit() else None
-        if gone is None:
-            self.term.say(f"no grant {number!r}; /grants lists them")
-            return None
-        self.term.say(f"Revoked: {gone}. It will be asked about again.")
         return None
 
-    async def turn(self, prompt: str) -> bool:
+    async def turn(self, prompt: str) -> int | None:
         self.term.event("prompt", text=prompt)
-        if not await self.show_run(self.session.turn(prompt)):
-            return True
+        stopped = await self.show_run(self.session.turn(prompt), self.first_activity)
+        if stopped is not None:
+            return CTRL_C if stopped == CTRL_C else None
         return await self.settle_approvals(self.session.paused_on)
 
 
@@ -153,58 +155,100 @@ async def run_session(
     approve_mode: str,
     policy: Policy | None,
     strict: bool,
+    model: str | None = None,
+    context_length: int | None = None,
+    roots: Sequence[Path | str] = (),
 ) -> int:
     """The read-eval loop. Returns the exit code (see agent.EXIT_CODES)."""
+    status = status_line(model, context_length, roots, approve_mode)
+    with term.ctrl_c.installed():
+        try:
+            return await _run_session(
+                session,
+                term,
+                tool_count=tool_count,
+                approve_mode=approve_mode,
+                policy=policy,
+                strict=strict,
+                status=status,
+            )
+        except asyncio.CancelledError:
+            # Ctrl-C while nothing could be cut off on its own (the banner being read, a
+            # /command): the session ends, as it would at the prompt.
+            if not term.ctrl_c.main_cancelled:
+                raise
+            task = asyncio.current_task()
+            if task is not None:
+                task.uncancel()
+            term.say()
+            return CTRL_C
+
+
+async def _run_session(
+    session: ThreadSession,
+    term: Terminal,
+    *,
+    tool_count: int,
+    approve_mode: str,
+    policy: Policy | None,
+    strict: bool,
+    status: str,
+) -> int:
     view = await session.view()
     if view is not None and view.problem:
         raise StartupError(cannot_resume_message(view))
     snapshot = view.snapshot if view is not None else None
+    # A thread waiting for approval says so first: its calls are what matters now.
     term.say(banner(snapshot, tool_count, session.thread))
+    term.say(status)
     grants = list(((snapshot.values if snapshot else None) or {}).get("grants") or [])
     for line in approval_summary(approve_mode, policy, grants):
         term.say(line)
-    term.say("Type a prompt, or 'quit'.")
-    printer = StepPrinter(term)
-    with TurnInterrupter(asyncio.get_running_loop()) as interrupter:
-        conversation = Conversation(session, term, printer, interrupter, strict=strict)
-        # An undo the person approved and a crash cut off: finished before anything else.
-        await finish_cut_off_undo(session, term, printer)
-        if view is not None and view.status == INTERRUPTED:
-            # A crash mid-run: finish it, so nothing approved is lost; the ledger keeps
-            # every write that already ran (or may have) from running again.
-            term.say(f"⟳ The last run was cut off at {', '.join(view.steps)}; finishing it now.")
-            await conversation.show_run(session.finish_cut_off_run())
-            pending = session.paused_on
-        else:
-            pending = pending_approval(snapshot)
-        if not await conversation.settle_approvals(pending):
-            return 3
-        return await prompt_loop(conversation, term.ask)
+    term.say("Type a prompt; /help lists the commands; /quit or Ctrl-D ends.")
+    conversation = Conversation(session, term, StepPrinter(term), strict=strict)
+    # An undo the person approved and a crash cut off: finished before anything else.
+    await finish_cut_off_undo(session, term, conversation.printer)
+    if view is not None and view.status == INTERRUPTED:
+        # A crash mid-run: finish it, so nothing approved is lost; the ledger keeps every
+        # write that already ran (or may have) from running again.
+        term.say(f"⟳ The last run was cut off at {', '.join(view.steps)}; finishing it now.")
+        stopped = await conversation.show_run(session.finish_cut_off_run(), "finishing")
+        if stopped == CTRL_C:
+            return CTRL_C
+        pending = session.paused_on
+    else:
+        pending = pending_approval(snapshot)
+    stopped = await conversation.settle_approvals(pending)
+    if stopped is not None:
+        return stopped
+    return await prompt_loop(conversation)
 
 
 # A bare answer typed at the prompt almost always belongs to an approval that did not come
 # (the model skipped the call): sending it to the model could make it act on its own.
 def looks_like_an_answer(line: str) -> bool:
     word, colon, _ = line.strip().lower().partition(":")
-    return word.strip() in ANSWER_WORDS and (not colon or word.strip() in ("n", "no", "e", "r"))
+    return word.strip() in ANSWER_WORDS and (not colon or word.strip() in ("n", "no", "e"))
 
 
-async def prompt_loop(conversation: Conversation, ask: Callable[[str], str | None]) -> int:
+async def prompt_loop(conversation: Conversation) -> int:
     term = conversation.term
+    commands = CommandContext(conversation.session, term, conversation.printer)
     while True:
         try:
-            line = ask("you> ")
-        except KeyboardInterrupt:
-            term.say()
-            return 130
+            line = await term.prompt("you> ")
+        except Interrupted:
+            return CTRL_C
         if line is None or line.strip().lower() in QUIT_WORDS:
             return 1 if conversation.printer.errors else 0
         if not line.strip():
             continue
-        if line.split()[0] in PERSON_COMMANDS:
-            code = await conversation.person_command(line)
-            if code is not None:
-                return code
+        if command_word(line):
+            outcome = await run_command(commands, line)
+            if outcome == QUIT:
+                return 1 if conversation.printer.errors else 0
+            if isinstance(outcome, int):
+                return outcome  # the command ends the session (a piped non-answer: 3)
             continue
         if looks_like_an_answer(line):
             warning = f"not sent to the model: {line.strip()!r} looks like an approval answer, "
@@ -212,7 +256,8 @@ async def prompt_loop(conversation: Conversation, ask: Callable[[str], str | Non
             term.say(f"⚠ {warning}")
             term.event("warning", text=warning)
             if conversation.strict:
-                return 3
+                return PAUSED
             continue
-        if not await conversation.turn(line.strip()):
-            return 3
+        stopped = await conversation.turn(line.strip())
+        if stopped is not None:
+            return stopped

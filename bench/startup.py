@@ -21,16 +21,20 @@ from pathlib import Path
 from bench.common import Row, agent_command, agent_env, fake_llm_module, median, row
 
 RUNS = 5
-PROMPT = b"you> "
+# prompt_toolkit draws the prompt's trailing space apart from its text.
+PROMPT = b"you>"
 BARE_IMPORT = [sys.executable, "-c", "import langgraph.graph, langchain_openai"]
 
 
 def time_to_prompt(command: list[str], cwd: Path, timeout: float = 30) -> float:
-    """Seconds from launch until `you> ` appears on the terminal; then answers `quit`."""
+    """Seconds from launch until `you>` appears on the terminal; then answers `quit`."""
     controller, terminal = pty.openpty()
     started = time.perf_counter()
+    # A person's terminal: line editing and the status line load (the history goes to cwd).
+    env = agent_env() | {"TERM": "xterm-256color", "XDG_STATE_HOME": str(cwd)}
+    env.pop("NO_COLOR", None)
     process = subprocess.Popen(
-        command, stdin=terminal, stdout=terminal, stderr=terminal, cwd=cwd, env=agent_env()
+        command, stdin=terminal, stdout=terminal, stderr=terminal, cwd=cwd, env=env
     )
     os.close(terminal)
     seen = b""
@@ -47,7 +51,7 @@ def time_to_prompt(command: list[str], cwd: Path, timeout: float = 30) -> float:
                         f"fsagent exited: {seen.decode(errors='replace')}"
                     ) from error
         elapsed = time.perf_counter() - started
-        os.write(controller, b"quit\n")
+        os.write(controller, b"quit\r")  # Enter, as a terminal sends it
         process.wait(timeout=timeout)
     finally:
         if process.poll() is None:

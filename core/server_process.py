@@ -48,6 +48,10 @@ async def start_server(
         env=env,
         cwd=str(roots[0]),
         limit=LINE_LIMIT,
+        # Its own process group: Ctrl-C at the person's terminal goes to the foreground group,
+        # and would kill the server mid-session; fsagent decides what Ctrl-C does. The server
+        # still ends with fsagent, when its stdin closes.
+        process_group=0,
     )
 
 

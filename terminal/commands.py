@@ -8,8 +8,8 @@ neither.
 
 from __future__ import annotations
 
-import asyncio
 import json
+import signal
 import sys
 from datetime import datetime
 from typing import Any
@@ -33,7 +33,7 @@ from core.threads import (
 )
 from store.base import AuditRow, Store
 from terminal.console import Terminal
-from terminal.steps import StepPrinter, TurnInterrupter, show_run
+from terminal.steps import StepPrinter, show_run
 from terminal.undo import finish_cut_off_undo, undo_at_terminal
 
 AUDIT_FIELDS = ("time", "thread", "call_id", "tool", "args", "decision", "reason", "by")
@@ -107,13 +107,31 @@ async def remove_thread(store: Store, app: CompiledStateGraph, name: str, ask: b
     view = await require_thread(app, name)
     if ask and sys.stdin.isatty():
         question = f"Delete thread '{name}' ({len(view.messages)} messages)? [y/N] "
-        answer = await asyncio.to_thread(input, question)
+        try:
+            answer = confirm(question)
+        except KeyboardInterrupt:
+            print("\nKept.")
+            return 130
         if answer.strip().lower() not in ("y", "yes"):
             print("Kept.")
             return 1
     await store.forget(name)
     print(f"Deleted thread '{name}'.")
     return 0
+
+
+def confirm(question: str) -> str:
+    """A yes/no on the terminal; "" at end of input. Read here, on the loop's own thread,
+    with Python's own Ctrl-C: asyncio's first Ctrl-C only cancels the main task, which a
+    blocking read never notices, and a read on a worker thread would outlive the command."""
+    previous = signal.signal(signal.SIGINT, signal.default_int_handler)
+    try:
+        return input(question)
+    except EOFError:
+        print()
+        return ""
+    finally:
+        signal.signal(signal.SIGINT, previous)
 
 
 async def reset_thread(store: Store, app: CompiledStateGraph, name: str) -> int:
@@ -221,8 +239,8 @@ async def decide(
             continue
         verdict = decisions["decisions"][call["id"]]["type"]
         term.say(f"{'✓ approved' if verdict == 'approve' else '✗ rejected'}: {call['id']}")
-    with TurnInterrupter(asyncio.get_running_loop()) as interrupter:
-        if not await show_run(session, session.resume(decisions), StepPrinter(term), interrupter):
+    with term.ctrl_c.installed():
+        if not await show_run(session, session.resume(decisions), StepPrinter(term), "running"):
             return 1
     if session.paused_on is not None:
         waits = "an answer" if session.paused_on.get("kind") == QUESTION_KIND else "approval"
@@ -254,12 +272,13 @@ async def undo(session: ThreadSession, call: str | None, turn: int | None, force
     """`fsagent undo NAME`: finish an undo a crash cut off, or plan one, show it, ask, run."""
     term = Terminal()
     printer = StepPrinter(term)
-    run = await session.unfinished_undo()
-    if run is not None:
-        code = await finish_cut_off_undo(session, term, printer)
-        term.say("Run fsagent undo again to undo more.")
-        return code
-    return await undo_at_terminal(session, term, printer, call=call, turn=turn, force=force)
+    with term.ctrl_c.installed():
+        run = await session.unfinished_undo()
+        if run is not None:
+            code = await finish_cut_off_undo(session, term, printer)
+            term.say("Run fsagent undo again to undo more.")
+            return code
+        return await undo_at_terminal(session, term, printer, call=call, turn=turn, force=force)
 
 
 # --- audit ------------------------------------------------------------------------------------

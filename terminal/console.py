@@ -1,13 +1,51 @@
 """The person's terminal: reading their lines (a TTY or a pipe), writing what happened, and
-recording transcript events."""
+recording transcript events.
+
+`Terminal` is the plain one: piped input, `--plain`, NO_COLOR, TERM=dumb, or an output that
+is not a terminal. It writes the model's text byte for byte and no escape code unless `color`
+is on (the diff of a review, on a terminal). `terminal.tty.TtyTerminal` is the one a person
+at a terminal gets: line editing, history, a status line and Markdown answers.
+"""
 
 from __future__ import annotations
 
 import json
 import os
 import sys
+from collections.abc import Iterator, Mapping
+from contextlib import contextmanager
 from dataclasses import dataclass, field
-from typing import Any, TextIO
+from typing import Any, Literal, TextIO
+
+from terminal.interrupts import CtrlC, Interrupted
+
+# What a session's screen can be: "tty" line editing, status line and Markdown; "color" plain
+# text with a coloured diff (piped input shown on a terminal); "plain" no escape code at all.
+ScreenKind = Literal["tty", "color", "plain"]
+
+
+def screen_kind(
+    *,
+    plain: bool = False,
+    environ: Mapping[str, str] | None = None,
+    stdin: TextIO | None = None,
+    stdout: TextIO | None = None,
+) -> ScreenKind:
+    """Decided once, at start: --plain, NO_COLOR (any non-empty value, as no-color.org
+    says), TERM=dumb and an output that is not a terminal all mean no escape code at all."""
+    environ = os.environ if environ is None else environ
+    stdin = stdin or sys.stdin
+    stdout = stdout or sys.stdout
+    if plain or environ.get("NO_COLOR") or environ.get("TERM") == "dumb" or not _isatty(stdout):
+        return "plain"
+    return "tty" if _isatty(stdin) else "color"
+
+
+def _isatty(stream: TextIO) -> bool:
+    try:
+        return stream.isatty()
+    except (AttributeError, ValueError):  # closed, or not a real file
+        return False
 
 
 @dataclass
@@ -18,12 +56,11 @@ class Terminal:
     out: TextIO = field(default_factory=lambda: sys.stdout)
     piped: bool = field(default_factory=lambda: not sys.stdin.isatty())
     streaming: bool = False  # in the middle of a line of model text
-    color: bool = field(
-        default_factory=lambda: sys.stdout.isatty() and not os.environ.get("NO_COLOR")
-    )
+    color: bool = field(default_factory=lambda: screen_kind() != "plain")
     # Where `event()` records what happened, for --transcript; None records nothing.
     transcript: TextIO | None = None
     redactions: list[tuple[str, str]] = field(default_factory=list)
+    ctrl_c: CtrlC = field(default_factory=CtrlC)
 
     def event(self, kind: str, **fields: Any) -> None:
         """One transcript event: `prompt`, `route`, `tool_call`, `approval_request`,
@@ -42,6 +79,7 @@ class Terminal:
         print(text, file=self.out, flush=True)
 
     def stream(self, text: str) -> None:
+        """A piece of the model's text, written as it came."""
         if not self.streaming:
             self.out.write("agent> ")
             self.streaming = True
@@ -53,13 +91,41 @@ class Terminal:
             self.out.write("\n")
             self.streaming = False
 
-    def ask(self, prompt: str) -> str | None:
-        """One line from the person; None at end of input. A pipe's line is echoed so a
-        transcript shows both what was asked and what was answered."""
+    def answer(self, text: str) -> None:
+        """A whole message of ours (the step limit's), not streamed by the model."""
+        self.say(f"agent> {text}")
+
+    # -- what is going on: shown only on a TTY -------------------------------------------------
+
+    @contextmanager
+    def working(self, activity: str) -> Iterator[None]:
+        """While a run or a preview goes on; a TTY shows a status line."""
+        yield
+
+    def activity(self, text: str) -> None:
+        """What the run is doing now (`thinking`, `running grep`)."""
+
+    # -- lines in --------------------------------------------------------------------------------
+
+    async def prompt(self, text: str) -> str | None:
+        """The person's next request; None at end of input. Interrupted on Ctrl-C."""
+        return await self.ask(text)
+
+    async def ask(self, question: str) -> str | None:
+        """One line from the person; None at end of input; Interrupted on Ctrl-C. A pipe's
+        line is echoed so a transcript shows both what was asked and what was answered."""
         self.end_stream()
+        try:
+            with self.ctrl_c.blocking_read():
+                return self._read_line(question)
+        except KeyboardInterrupt:
+            self.out.write("\n")
+            raise Interrupted from None
+
+    def _read_line(self, question: str) -> str | None:
         if not self.piped:
             try:
-                return input(prompt)
+                return input(question)
             except EOFError:
                 self.out.write("\n")
                 return None
@@ -67,5 +133,5 @@ class Terminal:
         if not line:
             return None
         line = line.rstrip("\r\n")
-        print(f"{prompt}{line}", file=self.out, flush=True)
+        print(f"{question}{line}", file=self.out, flush=True)
         return line

@@ -32,9 +32,9 @@ def chosen(line: str, choices: list[str]) -> str | None:
     return text if text in choices else None
 
 
-def piped_answer(term: Terminal, call: dict[str, Any]) -> str | None:
+async def piped_answer(term: Terminal, call: dict[str, Any]) -> str | None:
     """The pipe's next line, checked; None at end of input."""
-    line = term.ask("  answer> ")
+    line = await term.ask("  answer> ")
     if line is None:
         return None
     if not line.strip():
@@ -48,10 +48,10 @@ def piped_answer(term: Terminal, call: dict[str, Any]) -> str | None:
     return choice
 
 
-def person_answer(term: Terminal, call: dict[str, Any]) -> str | None:
+async def person_answer(term: Terminal, call: dict[str, Any]) -> str | None:
     """Asked again until there is an answer; None at end of input (Ctrl-D)."""
     while True:
-        line = term.ask("  answer> ")
+        line = await term.ask("  answer> ")
         if line is None:
             return None
         if line.strip():
@@ -59,7 +59,7 @@ def person_answer(term: Terminal, call: dict[str, Any]) -> str | None:
         term.say("  type an answer (Ctrl-D leaves the question for later)")
 
 
-def answer_questions(term: Terminal, payload: dict[str, Any]) -> dict[str, Any] | None:
+async def answer_questions(term: Terminal, payload: dict[str, Any]) -> dict[str, Any] | None:
     """The resume value for a question payload; None leaves the thread waiting (a person
     at a terminal ended input). NotAnAnswer when a piped line is not an answer."""
     calls = payload["calls"]
@@ -70,7 +70,7 @@ def answer_questions(term: Terminal, payload: dict[str, Any]) -> dict[str, Any] 
         term.event("question", question=call.get("question", ""), choices=call["choices"])
         for line in question_lines(call):
             term.say(line)
-        answer = piped_answer(term, call) if term.piped else person_answer(term, call)
+        answer = await (piped_answer(term, call) if term.piped else person_answer(term, call))
         if answer is None and not term.piped:
             return None
         if answer is None:

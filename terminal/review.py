@@ -7,9 +7,11 @@ import json
 import os
 import posixpath
 import shlex
+import signal
 import subprocess
 import tempfile
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Iterator
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
@@ -102,9 +104,9 @@ def as_decision(key: str, rest: str, args: dict[str, Any] | None = None) -> dict
     return {"type": "reject", "message": rest}
 
 
-def piped_decision(term: Terminal, call: dict[str, Any]) -> dict[str, Any] | None:
+async def piped_decision(term: Terminal, call: dict[str, Any]) -> dict[str, Any] | None:
     """A pipe must answer exactly; None at end of input."""
-    line = term.ask(decision_prompt(call))
+    line = await term.ask(decision_prompt(call))
     if line is None:
         return None
     key, rest = parse_answer(line, call)
@@ -112,16 +114,17 @@ def piped_decision(term: Terminal, call: dict[str, Any]) -> dict[str, Any] | Non
         raise NotAnAnswer(f"{line.strip()!r}: a piped respond carries its text (r: text)")
     if key != "e":
         return as_decision(key, rest)
-    text = rest or term.ask("  arguments as JSON> ")
+    text = rest or await term.ask("  arguments as JSON> ")
     if text is None:
         return None
     return as_decision(key, "", json_arguments(text))
 
 
-def person_decision(term: Terminal, call: dict[str, Any]) -> dict[str, Any] | None:
-    """A person at a TTY is asked again until the answer is one; None at end of input."""
+async def person_decision(term: Terminal, call: dict[str, Any]) -> dict[str, Any] | None:
+    """A person at a TTY is asked again until the answer is one; None at end of input
+    (Ctrl-D). Enter alone is no: only an explicit answer approves."""
     while True:
-        line = term.ask(decision_prompt(call))
+        line = await term.ask(decision_prompt(call))
         if line is None:
             return None
         if not line.strip():
@@ -133,9 +136,9 @@ def person_decision(term: Terminal, call: dict[str, Any]) -> dict[str, Any] | No
         try:
             key, rest = parse_answer(line, call)
             if key == "n" and not rest:
-                rest = term.ask("  reason (optional; the model reads it)> ") or ""
+                rest = await term.ask("  reason (optional; the model reads it)> ") or ""
             if key == "r" and not rest:
-                rest = term.ask("  your answer (the model reads it as the result)> ") or ""
+                rest = await term.ask("  your answer (the model reads it as the result)> ") or ""
                 if not rest.strip():
                     term.say("  no answer given; answer again")
                     continue
@@ -163,7 +166,8 @@ def edit_in_editor(term: Terminal, call: dict[str, Any]) -> dict[str, Any] | Non
     with tempfile.NamedTemporaryFile("w", suffix=suffix, delete=False, encoding="utf-8") as f:
         f.write(before)
     try:
-        subprocess.run([*shlex.split(editor), f.name], check=False)
+        with editor_owns_ctrl_c():
+            subprocess.run([*shlex.split(editor), f.name], check=False)
         after = Path(f.name).read_text(encoding="utf-8")
     finally:
         os.unlink(f.name)
@@ -173,8 +177,32 @@ def edit_in_editor(term: Terminal, call: dict[str, Any]) -> dict[str, Any] | Non
     return {**args, "content": after} if content_only else json_arguments(after)
 
 
+@contextmanager
+def editor_owns_ctrl_c() -> Iterator[None]:
+    """Ctrl-C in $EDITOR is the editor's (vi, nano use it); as `git commit` does, fsagent
+    lets it pass meanwhile. A no-op handler rather than SIG_IGN, which the editor would
+    inherit."""
+    previous = signal.signal(signal.SIGINT, lambda signum, frame: None)
+    try:
+        yield
+    finally:
+        signal.signal(signal.SIGINT, previous)
+
+
+# Control characters in a file's lines would act on the person's terminal (move the cursor,
+# clear a line, change colours) and could hide part of the very change being approved.
+_CONTROLS = {code: f"\\x{code:02x}" for code in [*range(0x20), 0x7F] if code != 0x09}
+
+
+def visible(line: str) -> str:
+    """The line with control characters written out (\\x1b), tabs kept."""
+    return line.translate(_CONTROLS)
+
+
 def paint(line: str, color: bool) -> str:
-    """Diff lines in colour on a terminal; plain text when piped."""
+    """A diff line in colour on a terminal, plain text when piped; either way with its
+    control characters written out, so the colour closes on this very line."""
+    line = visible(line)
     if not color:
         return line
     for start, code in (("+++", "1"), ("---", "1"), ("+", "32"), ("-", "31"), ("@@", "36")):
@@ -188,17 +216,20 @@ Preview = Callable[[dict[str, Any]], Awaitable[list[str]]]
 
 async def review(term: Terminal, payload: dict[str, Any], preview: Preview) -> Any:
     """Ask about each call in turn, with what it would change; None leaves the thread paused
-    (end of input). A piped line that is not an answer raises NotAnAnswer."""
+    (end of input). A piped line that is not an answer raises NotAnAnswer; Ctrl-C at a
+    question raises Interrupted. Either way nothing is decided."""
     calls = payload["calls"]
     term.event("approval_request", calls=[{"tool": c["name"], "args": c["args"]} for c in calls])
     term.say("⚠ Approval needed. The agent wants to run:")
     decisions: dict[str, Any] = {}
     for number, call in enumerate(calls, 1):
         term.say(f"[{number}/{len(calls)}] {describe_call(call)}")
-        for line in await preview(call):
+        with term.working("computing preview"):
+            lines = await preview(call)
+        for line in lines:
             term.say("    " + paint(line, term.color))
         decide = piped_decision if term.piped else person_decision
-        decision = decide(term, call)
+        decision = await decide(term, call)
         if decision is None:
             return None
         decision["by"] = "piped" if term.piped else "person"

@@ -1,18 +1,17 @@
 """A run at the person's terminal: its events on screen and in the transcript (the route, each
 tool call and its result, decisions made without asking, the model's text as it streams,
-errors), and Ctrl-C, which cuts it off."""
+errors), what it is doing now (a TTY's status line), and Ctrl-C, which cuts it off."""
 
 from __future__ import annotations
 
-import asyncio
-import signal
 from collections.abc import AsyncIterator
-from typing import Any
 
 from core import events
 from core.session import ThreadSession
 from core.text import format_call, format_result
+from core.tool_groups import WRITE_TOOLS
 from terminal.console import Terminal
+from terminal.interrupts import Interrupted
 
 
 class StepPrinter:
@@ -30,10 +29,11 @@ class StepPrinter:
             case events.Route(route):
                 term.say(f"⇢ route: {route}")
                 term.event("route", route=route)
+                term.activity("thinking")
             case events.Answer(text):
                 # Model text was streamed already; our own messages (the step limit) were not.
                 if not term.streaming:
-                    term.say(f"agent> {text}")
+                    term.answer(text)
                 term.end_stream()
                 term.event("answer", text=text)
             case events.ToolCall(_, tool, args, error) if error:
@@ -42,9 +42,12 @@ class StepPrinter:
             case events.ToolCall(_, tool, args):
                 term.say(f"→ {format_call(tool, args)}")
                 term.event("tool_call", tool=tool, args=args)
+                # A write runs only once approved: until a decision, it is being checked.
+                term.activity(f"{'checking' if tool in WRITE_TOOLS else 'running'} {tool}")
             case events.ToolResult(_, tool, text, failed):
                 term.say(f"← {'✗ ' if failed else ''}{format_result(text)}")
                 term.event("tool_result", tool=tool, status="error" if failed else "ok", text=text)
+                term.activity("thinking")
             case events.Decision():
                 self.show_decision(event)
             case events.Failed(text, fatal):
@@ -72,53 +75,30 @@ class StepPrinter:
             reason=decision.reason,
             by=decision.by,
         )
-
-
-class TurnInterrupter:
-    """Ctrl-C cancels the running turn; at a prompt it ends the session.
-
-    asyncio's own SIGINT handling only cancels the main task, which cannot interrupt a
-    blocking `input()`; this handler decides by what is running now.
-    """
-
-    def __init__(self, loop: asyncio.AbstractEventLoop) -> None:
-        self.loop = loop
-        self.turn: asyncio.Task[Any] | None = None
-        self.previous: Any = None
-
-    def __enter__(self) -> TurnInterrupter:
-        self.previous = signal.signal(signal.SIGINT, self._on_sigint)
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        signal.signal(signal.SIGINT, self.previous)
-
-    def _on_sigint(self, signum: int, frame: Any) -> None:
-        if self.turn is not None and not self.turn.done():
-            self.loop.call_soon_threadsafe(self.turn.cancel)
-            return
-        raise KeyboardInterrupt
+        if decision.approved:
+            self.term.activity(f"running {decision.tool}")
 
 
 async def show_run(
     session: ThreadSession,
     run: AsyncIterator[events.Event],
     printer: StepPrinter,
-    interrupter: TurnInterrupter,
+    activity: str = "thinking",
 ) -> bool:
     """Show a run until it ends or pauses; False if it was cut off or failed. Ctrl-C
-    cancels it: what finished is kept and the thread takes a new prompt."""
-    task = asyncio.ensure_future(_show(run, printer))
-    interrupter.turn = task
+    cancels it: what finished is kept and the thread takes a new prompt. A second Ctrl-C
+    while that is recorded cannot cut the recording off; it quits once it is done
+    (`term.ctrl_c.quit`)."""
+    term = printer.term
     try:
-        return await task
-    except asyncio.CancelledError:
-        for result in await session.close_cut_off_run("the run was cut off (Ctrl-C)"):
-            printer.show(result)
-        printer.term.say("⨯ interrupted: what finished is kept; the thread takes a new prompt.")
+        with term.working(activity):
+            return await term.ctrl_c.cancellable(_show(run, printer))
+    except Interrupted:
+        with term.ctrl_c.shield():
+            for result in await session.close_cut_off_run("the run was cut off (Ctrl-C)"):
+                printer.show(result)
+        term.say("⨯ interrupted: what finished is kept; the thread takes a new prompt.")
         return False
-    finally:
-        interrupter.turn = None
 
 
 async def _show(run: AsyncIterator[events.Event], printer: StepPrinter) -> bool:

@@ -11,10 +11,13 @@ from core import events
 from core.session import ThreadSession
 from core.undo import NothingToUndo, UndoError, UndoPlan
 from terminal.console import Terminal
+from terminal.interrupts import Interrupted
 from terminal.review import NotAnAnswer, describe_call, paint
+from terminal.slash import CommandContext, Outcome, command
 from terminal.steps import StepPrinter
 
-UNDO_USAGE = "/undo [--call ID | --turn N] [--force]"
+UNDO_USAGE_SHORT = "[--call ID | --turn N] [--force]"
+UNDO_USAGE = f"/undo {UNDO_USAGE_SHORT}"
 YES, NO = frozenset({"y", "yes"}), frozenset({"n", "no"})
 
 
@@ -55,10 +58,10 @@ def plan_lines(plan: UndoPlan, color: bool) -> list[str]:
     return lines
 
 
-def ask_yes(term: Terminal) -> bool | None:
+async def ask_yes(term: Terminal) -> bool | None:
     """The person's yes or no; None at end of input. A pipe must answer exactly."""
     while True:
-        line = term.ask("  undo these changes? [y/n] ")
+        line = await term.ask("  undo these changes? [y/n] ")
         if line is None:
             return None
         answer = line.strip().lower()
@@ -114,7 +117,10 @@ async def undo_at_terminal(
         term.event("undo", text=refusal)
         return 1
     try:
-        yes = ask_yes(term)
+        yes = await ask_yes(term)
+    except Interrupted:
+        term.say("⨯ Not undone: nothing was changed.")
+        return 130
     except NotAnAnswer as refused:
         line = f"not an answer at the undo: {refused}; nothing was undone"
         print(f"fsagent: {line}", file=sys.stderr, flush=True)
@@ -135,3 +141,19 @@ async def finish_cut_off_undo(session: ThreadSession, term: Terminal, printer: S
         return 0
     term.say(f"⟳ The undo of {run.plan.get('what', 'the last changes')} was cut off; finishing it.")
     return 0 if await show_undo(session.finish_undo(run), printer) else 1
+
+
+@command(
+    "/undo", "take back the last turn's approved changes (diffs first; asks)", UNDO_USAGE_SHORT
+)
+async def undo_command(context: CommandContext, argument: str) -> Outcome:
+    try:
+        call, turn, force = parse_undo(argument.split())
+    except ValueError as wrong:
+        context.term.say(str(wrong))
+        return None
+    code = await undo_at_terminal(
+        context.session, context.term, context.printer, call=call, turn=turn, force=force
+    )
+    # A piped line that does not answer the undo ends the session, as at an approval.
+    return code if code == 3 else None

@@ -1,0 +1,123 @@
+"""The person's lines at a terminal, read with prompt_toolkit: Emacs keys and arrows, a
+history kept between sessions, `/` commands completed, and more than one line when wanted.
+
+- History: `$XDG_STATE_HOME/fsagent/history` (default `~/.local/state/fsagent/history`),
+  readable by its owner only: prompts can say private things. Only requests are kept;
+  answers at an approval are not.
+- A newline: Alt-Enter (Esc then Enter), or a backslash at the end of the line. A pasted
+  block of lines arrives whole (bracketed paste), as one request.
+- Ctrl-C at `you>` clears what was typed; on an empty line it ends the session. Ctrl-C at any
+  other question leaves it unanswered (KeyboardInterrupt); Ctrl-D on an empty line is the
+  end of input (EOFError).
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Iterable, Mapping
+from pathlib import Path
+
+from prompt_toolkit import PromptSession
+from prompt_toolkit.completion import CompleteEvent, Completer, Completion
+from prompt_toolkit.document import Document
+from prompt_toolkit.history import FileHistory, History, InMemoryHistory
+from prompt_toolkit.key_binding import KeyBindings, KeyPressEvent
+
+ENDING_WORDS = frozenset({"quit", "exit", "/quit"})
+
+
+def history_path(environ: Mapping[str, str] | None = None) -> Path:
+    """Where the history is kept, as the XDG base directory spec says: an unset, empty or
+    relative XDG_STATE_HOME means ~/.local/state."""
+    environ = os.environ if environ is None else environ
+    state = environ.get("XDG_STATE_HOME", "")
+    base = Path(state) if os.path.isabs(state) else Path.home() / ".local" / "state"
+    return base / "fsagent" / "history"
+
+
+class PromptHistory(FileHistory):
+    """The person's requests, kept between sessions; not the words that end a session, so
+    that Up in a new session brings back the last request rather than `/quit`."""
+
+    def append_string(self, string: str) -> None:
+        if string.strip().lower() not in ENDING_WORDS:
+            super().append_string(string)
+
+
+def open_history(path: Path) -> tuple[History, str | None]:
+    """The history file, created private; an in-memory one and why, if it cannot be."""
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True, mode=0o700)
+        descriptor = os.open(path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o600)
+        os.close(descriptor)
+    except OSError as error:
+        return InMemoryHistory(), f"history is not kept: {path}: {error.strerror}"
+    return PromptHistory(str(path)), None
+
+
+class SlashCompleter(Completer):
+    """Completes the `/` command at the start of a line, with each one's help beside it."""
+
+    def __init__(self, commands: Mapping[str, str]) -> None:
+        self.commands = commands  # name -> one line of help; read at each completion
+
+    def get_completions(
+        self, document: Document, complete_event: CompleteEvent
+    ) -> Iterable[Completion]:
+        typed = document.text_before_cursor
+        if not typed.startswith("/") or any(space in typed for space in " \n\t"):
+            return
+        for name in sorted(self.commands):
+            if name.startswith(typed):
+                yield Completion(name, -len(typed), display_meta=self.commands[name])
+
+
+def request_bindings() -> KeyBindings:
+    keys = KeyBindings()
+
+    @keys.add("c-c")
+    def clear_or_quit(event: KeyPressEvent) -> None:
+        if event.current_buffer.text:
+            event.current_buffer.reset()
+        else:
+            event.app.exit(exception=KeyboardInterrupt, style="class:aborting")
+
+    @keys.add("escape", "enter")
+    def newline(event: KeyPressEvent) -> None:
+        event.current_buffer.insert_text("\n")
+
+    @keys.add("enter")
+    def accept_or_continue(event: KeyPressEvent) -> None:
+        buffer = event.current_buffer
+        document = buffer.document
+        if document.is_cursor_at_the_end and document.text.endswith("\\"):
+            buffer.delete_before_cursor(1)
+            buffer.insert_text("\n")
+        else:
+            buffer.validate_and_handle()
+
+    return keys
+
+
+class LineEditor:
+    """Two prompts: requests (history, completion, several lines) and answers (plain)."""
+
+    def __init__(self, commands: Mapping[str, str], history: History) -> None:
+        self.requests: PromptSession[str] = PromptSession(
+            history=history,
+            completer=SlashCompleter(commands),
+            complete_while_typing=True,
+            key_bindings=request_bindings(),
+            prompt_continuation=lambda width, line, wrapped: "." * (width - 1) + " ",
+            # Room below the prompt for the menu of commands, not the usual 8 blank lines.
+            reserve_space_for_menu=min(8, len(commands) + 1),
+        )
+        self.answers: PromptSession[str] = PromptSession(
+            history=InMemoryHistory(), reserve_space_for_menu=0
+        )
+
+    async def request(self, prompt: str) -> str:
+        return await self.requests.prompt_async(prompt, set_exception_handler=False)
+
+    async def answer(self, prompt: str) -> str:
+        return await self.answers.prompt_async(prompt, set_exception_handler=False)

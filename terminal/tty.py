@@ -1,0 +1,103 @@
+"""The terminal a person at a TTY gets: lines read with line editing and history
+(terminal.line_editor), a status line while the agent works, and the model's answers
+rendered as Markdown (terminal.live).
+
+Built by agent.py only when both stdin and stdout are terminals and nothing asks for plain
+text (`--plain`, NO_COLOR, TERM=dumb), so prompt_toolkit and rich are never imported for
+`--help`, a pipe or a regression run.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Awaitable, Callable, Iterator, Mapping
+from contextlib import contextmanager
+from dataclasses import dataclass, field
+
+from rich.console import Console
+
+from terminal.console import Terminal
+from terminal.interrupts import Interrupted
+from terminal.line_editor import LineEditor, history_path, open_history
+from terminal.live import LiveArea
+
+
+@dataclass
+class TtyTerminal(Terminal):
+    commands: Mapping[str, str] = field(default_factory=dict)  # `/name` -> help, to complete
+
+    def __post_init__(self) -> None:
+        self.piped = False
+        self.color = True
+        history, self.history_problem = open_history(history_path())
+        self.editor = LineEditor(self.commands, history)
+        self.console = Console(file=self.out, highlight=False, emoji=False, markup=False)
+        self.live = LiveArea(self.console)
+        self.working_depth = 0
+
+    # -- lines out -------------------------------------------------------------------------------
+
+    def say(self, text: str = "") -> None:
+        if not self.working_depth:
+            super().say(text)
+            return
+        self.end_stream()
+        self.live.print(text)
+
+    def stream(self, text: str) -> None:
+        if not self.working_depth:
+            super().stream(text)  # model text outside a run: never, but never lost either
+            return
+        self.streaming = True
+        self.live.add_answer(text)
+
+    def end_stream(self) -> None:
+        if self.working_depth and self.streaming:
+            self.live.end_answer()
+            self.streaming = False
+        super().end_stream()
+
+    def answer(self, text: str) -> None:
+        if not self.working_depth:
+            super().answer(text)
+            return
+        self.end_stream()
+        self.live.add_answer(text)
+        self.live.end_answer()
+
+    @contextmanager
+    def working(self, activity: str) -> Iterator[None]:
+        self.working_depth += 1
+        if self.working_depth == 1:
+            self.live.start(activity)
+        else:
+            self.live.status.start(activity)
+        try:
+            yield
+        finally:
+            self.working_depth -= 1
+            if not self.working_depth:
+                self.streaming = False
+                self.live.stop()
+
+    def activity(self, text: str) -> None:
+        self.live.status.start(text)
+
+    # -- lines in --------------------------------------------------------------------------------
+
+    async def prompt(self, text: str) -> str | None:
+        if self.history_problem:
+            self.say(f"note: {self.history_problem}")
+            self.history_problem = None
+        return await self._read(self.editor.request, text)
+
+    async def ask(self, question: str) -> str | None:
+        return await self._read(self.editor.answer, question)
+
+    async def _read(self, read: Callable[[str], Awaitable[str]], text: str) -> str | None:
+        self.end_stream()
+        try:
+            return await read(text)
+        except KeyboardInterrupt:
+            raise Interrupted from None
+        except EOFError:
+            return None

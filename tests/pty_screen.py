@@ -1,0 +1,129 @@
+"""fsagent at a terminal, for tests: the real CLI on a pseudo-terminal it owns, and a terminal
+emulator (pyte) reading what it prints, the way a person's screen would show it.
+
+- The process is a session leader whose controlling terminal is the pty, so Ctrl-C typed
+  into it is SIGINT for its foreground process group, as at a real terminal (a child that
+  merely inherits the pty as stdin gets no signal from it).
+- The emulator answers cursor position requests (prompt_toolkit asks), as terminals do.
+- `raw` keeps every byte written, to look for escape codes; `screen_text()` is what the
+  screen shows, with the lines scrolled off the top before it.
+"""
+
+from __future__ import annotations
+
+import fcntl
+import os
+import pty
+import struct
+import subprocess
+import termios
+import threading
+import time
+from collections.abc import Callable
+
+import pyte
+
+ROWS, COLUMNS = 40, 120
+ENTER = "\r"  # what a terminal sends for the Enter key
+CTRL_C = "\x03"
+CTRL_D = "\x04"
+UP = "\x1b[A"
+
+
+class _Screen(pyte.HistoryScreen):
+    def __init__(self, answer: Callable[[str], None]) -> None:
+        super().__init__(COLUMNS, ROWS, history=5000)
+        self.answer = answer
+
+    def write_process_input(self, data: str) -> None:
+        self.answer(data)
+
+
+class PtyScreen:
+    def __init__(self, command: list[str], cwd: str, env: dict[str, str]) -> None:
+        self.master, slave = pty.openpty()
+        fcntl.ioctl(slave, termios.TIOCSWINSZ, struct.pack("HHHH", ROWS, COLUMNS, 0, 0))
+        self.process = subprocess.Popen(
+            command,
+            stdin=slave,
+            stdout=slave,
+            stderr=slave,
+            cwd=cwd,
+            env={"TERM": "xterm-256color", **env},
+            close_fds=True,
+            start_new_session=True,
+            preexec_fn=_take_terminal,
+        )
+        os.close(slave)
+        self.raw = b""
+        self._lock = threading.Lock()
+        self._screen = _Screen(lambda data: os.write(self.master, data.encode()))
+        self._stream = pyte.ByteStream(self._screen)
+        self._reader = threading.Thread(target=self._read, daemon=True)
+        self._reader.start()
+
+    def _read(self) -> None:
+        while True:
+            try:
+                data = os.read(self.master, 65536)
+            except OSError:  # EIO: every process holding the terminal has exited
+                return
+            if not data:
+                return
+            with self._lock:
+                self.raw += data
+                self._stream.feed(data)
+
+    def screen_text(self) -> str:
+        """The scrollback and the screen, as a person would read them, lines right-trimmed."""
+        with self._lock:
+            screen = self._screen
+            scrolled = [
+                "".join(line[x].data for x in range(screen.columns)) for line in screen.history.top
+            ]
+            lines = scrolled + list(screen.display)
+        return "\n".join(line.rstrip() for line in lines).rstrip("\n")
+
+    def visible(self) -> str:
+        """The screen alone: what is on it now."""
+        with self._lock:
+            return "\n".join(line.rstrip() for line in self._screen.display)
+
+    def wait_for(self, text: str, after: int = 0, timeout: float = 30) -> int:
+        """Where `text` appears in `screen_text()` after position `after`; the end of it."""
+        deadline = time.monotonic() + timeout
+        while (found := self.screen_text().find(text, after)) < 0:
+            if time.monotonic() > deadline:
+                raise AssertionError(
+                    f"no {text!r} within {timeout}s; the screen:\n{self.screen_text()[after:]}"
+                )
+            time.sleep(0.02)
+        return found + len(text)
+
+    def wait_until(self, check: Callable[[], bool], what: str, timeout: float = 30) -> None:
+        deadline = time.monotonic() + timeout
+        while not check():
+            if time.monotonic() > deadline:
+                raise AssertionError(f"not {what} within {timeout}s:\n{self.screen_text()}")
+            time.sleep(0.02)
+
+    def type(self, keys: str) -> None:
+        os.write(self.master, keys.encode())
+
+    def enter(self, line: str) -> None:
+        self.type(line + ENTER)
+
+    def close(self, timeout: float = 30) -> int:
+        try:
+            return self.process.wait(timeout=timeout)
+        finally:
+            if self.process.poll() is None:
+                self.process.kill()
+                self.process.wait()
+            self._reader.join(timeout=5)
+            os.close(self.master)
+
+
+def _take_terminal() -> None:
+    """In the child: make the pty (its stdin) the controlling terminal of its new session."""
+    fcntl.ioctl(0, termios.TIOCSCTTY, 0)
