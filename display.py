@@ -37,6 +37,9 @@ PAUSED = 3  # stopped with an approval pending or an answer refused
 def banner(snapshot: StateSnapshot | None, tool_count: int, thread: str) -> str:
     head = f"Loaded {tool_count} tools. Thread '{thread}': "
     payload = pending_approval(snapshot)
+    if payload and is_question(payload):
+        asked = "; ".join(repr(c.get("question", "")) for c in payload["calls"])
+        return head + f"paused: waiting for your answer to {asked}."
     if payload:
         calls = ", ".join(format_call(c["name"], c["args"], 60) for c in payload["calls"])
         return head + f"paused: waiting for your approval of {calls}."

@@ -343,7 +343,7 @@ def test_a_file_that_is_not_ours_is_refused_and_left_untouched(workspace: Worksp
 def test_an_approval_paused_by_the_previous_release_still_resumes(workspace: Workspace):
     # Version 1 of the payload had no `respond`; its resume value means the same.
     made = subprocess.run(
-        [sys.executable, str(OLD_GRAPH), str(workspace.db), "t", "approve", "1"],
+        [sys.executable, str(OLD_GRAPH), workspace.location, "t", "approve", "1"],
         capture_output=True,
         text=True,
         timeout=60,

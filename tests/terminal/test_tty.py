@@ -45,14 +45,14 @@ def test_ctrl_c_at_an_approval_runs_nothing_leaves_the_thread_paused_and_exits_1
         screen = at_a_terminal(workspace, llm)
         at = screen.wait_for("you>")
         screen.enter("say hello")
-        screen.wait_for("write_file? [y/n/e/a/?]", at)
+        screen.wait_for("write_file? [y/n/e/a/r/?]", at)
         screen.type(CTRL_C)
         code = screen.close()
         asked_before_the_pause = len(llm.requests_with_tools())
 
         again = at_a_terminal(workspace, llm)
         at = again.wait_for("paused: waiting for your approval of write_file(path='hello.txt'")
-        again.wait_for("write_file? [y/n/e/a/?]", at)
+        again.wait_for("write_file? [y/n/e/a/r/?]", at)
         again.enter("y")
         at = again.wait_for("agent> Written.", at)
         again.wait_for("you>", at)
@@ -75,7 +75,7 @@ def test_ctrl_d_at_an_approval_is_the_end_of_input(workspace: Workspace):
         screen = at_a_terminal(workspace, llm)
         at = screen.wait_for("you>")
         screen.enter("say hello")
-        screen.wait_for("write_file? [y/n/e/a/?]", at)
+        screen.wait_for("write_file? [y/n/e/a/r/?]", at)
         screen.type(CTRL_D)
         code = screen.close()
         resumed = workspace.run(llm.base_url, "")
@@ -93,7 +93,7 @@ def test_enter_alone_at_an_approval_rejects_and_the_model_is_told(workspace: Wor
         screen = at_a_terminal(workspace, llm)
         at = screen.wait_for("you>")
         screen.enter("say hello")
-        at = screen.wait_for("write_file? [y/n/e/a/?]", at)
+        at = screen.wait_for("write_file? [y/n/e/a/r/?]", at)
         screen.type(ENTER)
         at = screen.wait_for("agent> Left it alone.", at)
         screen.wait_for("you>", at)
@@ -148,7 +148,7 @@ def test_ctrl_c_in_the_editor_is_the_editors_and_the_review_goes_on(workspace: W
         screen = at_a_terminal(workspace, llm, EDITOR="sh -c 'sleep 60' editor")
         at = screen.wait_for("you>")
         screen.enter("say hello")
-        at = screen.wait_for("write_file? [y/n/e/a/?]", at)
+        at = screen.wait_for("write_file? [y/n/e/a/r/?]", at)
         screen.enter("e")
         screen.wait_until(
             lambda: bool({"sh", "sleep"} & set(_children(screen.process.pid).split())),
@@ -156,7 +156,7 @@ def test_ctrl_c_in_the_editor_is_the_editors_and_the_review_goes_on(workspace: W
         )
         screen.type(CTRL_C)
         at = screen.wait_for("unchanged; answer again", at)
-        at = screen.wait_for("write_file? [y/n/e/a/?]", at)
+        at = screen.wait_for("write_file? [y/n/e/a/r/?]", at)
         screen.enter("n")
         at = screen.wait_for("reason (optional; the model reads it)>", at)
         screen.type(ENTER)
@@ -299,7 +299,8 @@ def test_piped_slash_commands(workspace: Workspace):
     banner = f"Model: fake-model · Root: {workspace.root.resolve()} · Approval: ask"
     assert banner in result.stdout.splitlines()[1]
     assert "you> /help\nCommands (anything else is sent to the model):\n" in result.stdout
-    assert "  /revoke N  remove grant N" in result.stdout
+    assert "  /revoke N" in result.stdout and "remove grant N" in result.stdout
+    assert "  /undo [--call ID | --turn N] [--force]" in result.stdout
     assert "⚠ unknown command /nope; /help lists the commands (nothing was sent)" in result.stdout
     assert "No grants in this thread." in result.stdout
     assert "never sent" not in result.stdout
@@ -384,7 +385,7 @@ def run_every_screen(workspace: Workspace, *args: str, **env: str) -> PtyScreen:
         screen = at_a_terminal(workspace, llm, *args, **env)
         at = screen.wait_for("you>")
         screen.enter(lines[0])
-        at = screen.wait_for("write_file? [y/n/e/a/?]", at)
+        at = screen.wait_for("write_file? [y/n/e/a/r/?]", at)
         screen.enter(lines[1])
         at = screen.wait_for("print('hi')", at)
         at = screen.wait_for("you>", at)
