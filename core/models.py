@@ -70,6 +70,15 @@ class ModelChoice:
     server: str
 
 
+def unreachable_message(base_url: str) -> str:
+    """The one line for a server that does not answer (ServerUnreachable, or a connection
+    lost later)."""
+    return (
+        f"cannot reach LM Studio at {base_url}: start LM Studio's local server "
+        "(Developer tab > Start Server) or pass --base-url"
+    )
+
+
 class ModelChoiceError(Exception):
     """The server is there but offers no model we can use; the message is one line."""
 
