@@ -1,6 +1,7 @@
 """What the person sees of a session at the terminal, and its loop: the banner, each run's
 events as they stream (terminal.steps), the approvals it pauses for (terminal.review), and the
-prompt. The thread itself is driven through the core's `ThreadSession`."""
+prompt with its commands (/grants, /revoke N, /compact). The thread itself is driven through
+the core's `ThreadSession`."""
 
 from __future__ import annotations
 
@@ -14,7 +15,9 @@ from langgraph.types import StateSnapshot
 
 from core import events
 from core.approval import describe_grant
+from core.context import ContextKeeper, Summary
 from core.errors import StartupError
+from core.models import ModelChoice
 from core.policy import Grant, Policy
 from core.session import ThreadSession
 from core.text import format_call
@@ -24,7 +27,8 @@ from terminal.review import ANSWER_WORDS, PIPED_ANSWERS, NotAnAnswer, review
 from terminal.steps import StepPrinter, TurnInterrupter, show_run
 
 QUIT_WORDS = frozenset({"quit", "exit"})
-PERSON_COMMANDS = ("/grants", "/revoke")  # at the prompt: the thread's grants
+# At the prompt: the thread's grants; summarising its older turns now.
+PERSON_COMMANDS = ("/grants", "/revoke", "/compact")
 
 
 def banner(snapshot: StateSnapshot | None, tool_count: int, thread: str) -> str:
@@ -38,6 +42,37 @@ def banner(snapshot: StateSnapshot | None, tool_count: int, thread: str) -> str:
     if messages:
         return head + f"resuming, {len(messages)} messages."
     return head + "new conversation."
+
+
+def model_line(choice: ModelChoice, context: ContextKeeper, *, verbose: bool = False) -> str:
+    """`model X, context 4096`, and what of it the reply and the fixed part take; --verbose
+    also says where the context length came from."""
+    budget = context.budget
+    if budget is None:
+        head = (
+            f"model {choice.name}, context unknown (the server does not say; "
+            "pass --context-length N to budget requests)"
+        )
+    else:
+        head = f"model {choice.name}, context {budget.context_length}"
+        if verbose:
+            head += f" (from {choice.context_source})"
+    return (
+        f"{head}; replies up to {context.max_tokens} tokens, "
+        f"tools and instructions ~{context.fixed_tokens}"
+    )
+
+
+def summary_line(snapshot: StateSnapshot | None) -> str | None:
+    """A resumed thread whose older turns the model sees as a summary says so."""
+    values = (snapshot.values if snapshot is not None else None) or {}
+    summary = Summary.from_state(values.get("summary"))
+    if summary is None:
+        return None
+    return (
+        f"The model is sent a summary in place of this thread's first {summary.covers} "
+        "messages (fsagent threads show has them all)."
+    )
 
 
 def approval_summary(mode: str, policy: Policy | None, grants: list[Grant]) -> list[str]:
@@ -99,8 +134,12 @@ class Conversation:
         return True
 
     async def person_command(self, line: str) -> None:
-        """`/grants` lists the thread's grants; `/revoke N` removes one."""
+        """`/grants` lists the thread's grants; `/revoke N` removes one; `/compact`
+        summarises the older turns now."""
         word, _, argument = line.strip().partition(" ")
+        if word == "/compact":
+            await self.show_run(self.session.compact())
+            return
         if word == "/grants":
             for text in grant_lines(await self.session.grants()):
                 self.term.say(text)
@@ -127,6 +166,8 @@ async def run_session(
     approve_mode: str,
     policy: Policy | None,
     strict: bool,
+    model_line: str | None = None,
+    show_reasoning: bool = True,
 ) -> int:
     """The read-eval loop. Returns the exit code (see agent.EXIT_CODES)."""
     view = await session.view()
@@ -134,11 +175,14 @@ async def run_session(
         raise StartupError(cannot_resume_message(view))
     snapshot = view.snapshot if view is not None else None
     term.say(banner(snapshot, tool_count, session.thread))
+    for extra in (model_line, summary_line(snapshot)):
+        if extra:
+            term.say(extra)
     grants = list(((snapshot.values if snapshot else None) or {}).get("grants") or [])
     for line in approval_summary(approve_mode, policy, grants):
         term.say(line)
     term.say("Type a prompt, or 'quit'.")
-    printer = StepPrinter(term)
+    printer = StepPrinter(term, show_reasoning=show_reasoning)
     with TurnInterrupter(asyncio.get_running_loop()) as interrupter:
         conversation = Conversation(session, term, printer, interrupter, strict=strict)
         if view is not None and view.status == INTERRUPTED:

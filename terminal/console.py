@@ -18,6 +18,7 @@ class Terminal:
     out: TextIO = field(default_factory=lambda: sys.stdout)
     piped: bool = field(default_factory=lambda: not sys.stdin.isatty())
     streaming: bool = False  # in the middle of a line of model text
+    thinking: bool = False  # in the middle of the model's reasoning
     color: bool = field(
         default_factory=lambda: sys.stdout.isatty() and not os.environ.get("NO_COLOR")
     )
@@ -42,16 +43,31 @@ class Terminal:
         print(text, file=self.out, flush=True)
 
     def stream(self, text: str) -> None:
+        if self.thinking:
+            self.end_stream()
         if not self.streaming:
             self.out.write("agent> ")
             self.streaming = True
         self.out.write(text)
         self.out.flush()
 
+    def stream_reasoning(self, text: str) -> None:
+        """The model's thinking as it streams: on its own lines, dimmed on a terminal."""
+        if not self.thinking:
+            self.end_stream()
+            self.out.write(self.dim("thinking> "))
+            self.streaming = self.thinking = True
+        self.out.write(self.dim(text))
+        self.out.flush()
+
+    def dim(self, text: str) -> str:
+        # Each piece closes its own style, so the terminal is never left dimmed.
+        return f"\x1b[2m{text}\x1b[0m" if self.color and text else text
+
     def end_stream(self) -> None:
         if self.streaming:
             self.out.write("\n")
-            self.streaming = False
+            self.streaming = self.thinking = False
 
     def ask(self, prompt: str) -> str | None:
         """One line from the person; None at end of input. A pipe's line is echoed so a
