@@ -97,7 +97,9 @@ class ThinkSplitter:
     OPEN, CLOSE = "<think>", "</think>"
 
     def __init__(self) -> None:
-        self.state = "start"  # start (nothing but space yet), thinking, answering
+        # start (nothing but space yet), thinking, closed (space after </think> is
+        # dropped), answering
+        self.state = "start"
         self.held = ""
 
     def feed(self, text: str) -> tuple[str, str]:
@@ -122,12 +124,16 @@ class ThinkSplitter:
                 head, closed, tail = text.partition(self.CLOSE)
                 if closed:
                     reasoning += head
-                    self.state, text = "answering", tail.lstrip()
+                    self.state, text = "closed", tail
                     continue
                 keep = _partial_suffix(text, self.CLOSE)
                 reasoning += text[: len(text) - keep]
                 self.held = text[len(text) - keep :]
                 return reasoning, answer
+            elif self.state == "closed":
+                text = text.lstrip()
+                if text:
+                    self.state = "answering"
             else:
                 answer += text
                 text = ""

@@ -87,9 +87,7 @@ class StepPrinter:
     def show_compacted(self, event: events.Compacted) -> None:
         term = self.term
         if not event.summarised:
-            term.say(
-                "Nothing to compact: a summary would not be shorter than the older messages."
-            )
+            term.say("Nothing to compact: a summary would not be shorter than the older messages.")
             return
         of = f" of {event.context_length:,}" if event.context_length else ""
         term.say(
