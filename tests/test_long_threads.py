@@ -280,3 +280,39 @@ def test_a_request_that_cannot_fit_is_one_line_and_nothing_is_sent(workspace: Wo
     assert " t " not in listed.stdout  # nothing was stored
     assert read_only.returncode == 0, read_only.stderr
     assert "agent> Hello." in read_only.stdout
+
+
+def test_a_pending_approval_survives_compaction_and_a_restart(workspace: Workspace):
+    write_notes(workspace.root, 2)
+    write = tool_call("write_file", {"path": "summary.md", "content": "two notes\n"})
+    model = LocalModel()
+
+    def script(request: dict) -> dict:
+        messages = request["messages"]
+        if request_kind(request) == "agent" and "write the summary" in str(messages[-1]):
+            return reply(tool_calls=[write])
+        if request_kind(request) == "agent" and "new_sha256" in str(messages[-1]["content"]):
+            return text("Wrote summary.md.")
+        return model(request)
+
+    with FakeLLM(script, flavour="llamacpp", context=4096) as llm:
+        paused = workspace.run(
+            llm.base_url, "read note00.md\nread note01.md\nwrite the summary to summary.md\n"
+        )
+        assert paused.returncode == 3, paused.stderr  # end of input at the approval
+        resumed = workspace.run(llm.base_url, "y\n")
+        requests = llm.requests
+
+    assert "⇣ compacted" in paused.stdout  # the turn that proposed the write compacted first
+    assert "paused: waiting for your approval of write_file(path='summary.md'" in resumed.stdout
+    assert resumed.returncode == 0, resumed.stderr
+    assert (workspace.root / "summary.md").read_text() == "two notes\n"
+    assert "agent> Wrote summary.md." in resumed.stdout
+    # The request after the write holds the call and its result, and fits.
+    last = requests[-1]
+    [call] = [m for m in last["messages"] if m.get("tool_calls")]
+    assert call["tool_calls"][0]["id"] == write["id"]
+    assert (
+        last["messages"][-1]["role"] == "tool" and "new_sha256" in last["messages"][-1]["content"]
+    )
+    assert llm.prompt_tokens(last) + last["max_tokens"] <= 4096
