@@ -36,6 +36,7 @@ class StepPrinter:
                 if self.show_reasoning:
                     term.stream_reasoning(text)
             case events.Route(route):
+                self.streamed = False  # a new turn: nothing of its reply shown yet
                 term.say(f"⇢ route: {route}")
                 term.event("route", route=route)
             case events.Answer(text):
@@ -65,6 +66,7 @@ class StepPrinter:
             case events.Compacted():
                 self.show_compacted(event)
             case events.Failed(text, fatal):
+                self.streamed = False
                 if not fatal:
                     self.errors += 1
                     term.say(f"error: {text}")
