@@ -532,7 +532,7 @@ async def load_model(settings: Settings) -> LoadedModel:
         context = settings.context_length or (recorded if isinstance(recorded, int) else None)
         source = settings.context_flag if settings.context_length else "the cassette"
         choice = ModelChoice(replay.model_name, context, source, "replay")
-        return budgeted(settings, choice, lambda: replay)
+        return budgeted(choice, reply_limit(settings, choice), lambda: replay)
     from core.models import ModelChoiceError, ServerUnreachable, discover, unreachable_message
 
     try:
@@ -563,7 +563,7 @@ async def load_model(settings: Settings) -> LoadedModel:
             callbacks = [Recorder(settings.record, choice.name, choice.context_length)]
         return make_chat_model(settings.base_url, choice.name, callbacks, max_tokens=max_tokens)
 
-    return budgeted(settings, choice, chat_model)
+    return budgeted(choice, max_tokens, chat_model)
 
 
 def reply_limit(settings: Settings, choice: ModelChoice) -> int:
@@ -577,13 +577,12 @@ def reply_limit(settings: Settings, choice: ModelChoice) -> int:
 
 
 def budgeted(
-    settings: Settings, choice: ModelChoice, chat_model: Callable[[], BaseChatModel]
+    choice: ModelChoice, max_tokens: int, chat_model: Callable[[], BaseChatModel]
 ) -> LoadedModel:
     """The model with its budget; a reply limit that leaves no room for a prompt is a
     start-up error."""
     from core.budget import Budget
 
-    max_tokens = reply_limit(settings, choice)
     budget = None
     if choice.context_length is not None:
         try:

@@ -141,12 +141,18 @@ class ContextKeeper:
         self.model = model
         self.tools = tools
         self.budget = budget
-        self.max_tokens = max_tokens or (budget.max_tokens if budget else None)
+        self._max_tokens = max_tokens
         self.system_prompt = system_prompt
         self.tool_tokens = -(-len(schema_text(tools)) // SCHEMA_CHARS_PER_TOKEN) if tools else 0
         self._bound: dict[str, Any] = {}
 
     # -- the request ---------------------------------------------------------------------------
+
+    @property
+    def max_tokens(self) -> int | None:
+        """The reply limit every request carries: the budget's, once the context is known
+        (it may be learnt from an overflow answer)."""
+        return self.budget.max_tokens if self.budget is not None else self._max_tokens
 
     @property
     def fixed_tokens(self) -> int:
@@ -240,7 +246,7 @@ class ContextKeeper:
                     on_compacted(made)
         request = self.fitting_request(messages, summary, question)
         try:
-            response = await self.bound(choice).ainvoke(request)
+            response = await self.bound(choice, self.max_tokens).ainvoke(request)
         except Exception as error:
             if not is_context_overflow(str(error)):
                 raise
@@ -255,7 +261,7 @@ class ContextKeeper:
             if on_compacted is not None:
                 on_compacted(made)
             request = self.fitting_request(messages, summary, question)
-            response = await self.bound(choice).ainvoke(request)
+            response = await self.bound(choice, self.max_tokens).ainvoke(request)
         return Sent(separate_reasoning(response), compacted)
 
     def fitting_request(
@@ -298,6 +304,7 @@ class ContextKeeper:
             return
         reply = min(self.max_tokens or default_max_tokens(context), default_max_tokens(context))
         self.budget = Budget.for_context(context, reply)
+        self._bound.clear()  # requests carry the new reply limit
 
     def too_small(self, tokens: int) -> str:
         budget = self.budget
