@@ -29,12 +29,13 @@ from langgraph.types import Command, interrupt
 
 from core import approval
 from core.audit import rows_for
-from core.context import ContextKeeper, Sent, Summary, announce_compaction, with_route
+from core.context import ContextKeeper, Sent, announce_compaction, with_route
 from core.ledger import run_write_once
 from core.messages import append_messages, content_text, last_ai_message
 from core.policy import Policy
 from core.prompts import ROUTE_NOTES
 from core.replies import mark_cut, was_cut
+from core.summary import Summary
 from core.threads import MAX_MODEL_CALLS_PER_TURN, PERSON_UPDATE
 from core.tool_groups import ROUTES, WRITE_TOOLS
 from core.tool_schemas import offered_tools

@@ -15,11 +15,12 @@ from langgraph.types import StateSnapshot
 
 from core import events
 from core.approval import describe_grant
-from core.context import ContextKeeper, Summary
+from core.context import ContextKeeper
 from core.errors import StartupError
 from core.models import ModelChoice
 from core.policy import Grant, Policy
 from core.session import ThreadSession
+from core.summary import Summary
 from core.text import format_call
 from core.threads import INTERRUPTED, cannot_resume_message, pending_approval
 from terminal.console import Terminal

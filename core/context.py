@@ -55,13 +55,12 @@ from core.budget import (
     is_context_overflow,
     overflow_sizes,
     plan_compaction,
-    summary_prompt,
-    transcript,
 )
 from core.errors import ContextTooSmall
 from core.messages import content_text, messages_for_model
-from core.prompts import ROUTE_NOTES, ROUTE_QUESTION, SUMMARY_REQUEST, SYSTEM_PROMPT
+from core.prompts import ROUTE_NOTES, ROUTE_QUESTION, SYSTEM_PROMPT
 from core.replies import separate_reasoning, without_reasoning
+from core.summary import Summary, in_conversation, standalone, summary_text, trusted_replies
 from core.tool_schemas import schema_text
 
 ROUTE_KEY = "fsagent_route"  # a person's message's additional_kwargs: the route it was given
@@ -71,46 +70,6 @@ COMPACTED = "compacted"  # the custom stream event of a compaction
 # (a real llama.cpp counted 2,900 tokens for 7,600 characters of schemas and prompt). Erring
 # high only compacts a little early until the server's first count replaces the estimate.
 SCHEMA_CHARS_PER_TOKEN = 2
-
-
-@dataclass(frozen=True)
-class Summary:
-    """A thread's summary as its state stores it (a plain dict there).
-
-    text stands for the history's first `upto` messages, except those named in `held`,
-    which are still sent as they are (the latest request, when a turn was compacted in the
-    middle). made_at is how many messages the history had when it was written: the server's
-    counts of replies made since then are counts of requests with this summary. The rest
-    says what the last compaction did, for the person.
-    """
-
-    text: str
-    upto: int
-    held: tuple[str, ...]
-    made_at: int
-    count: int  # compactions so far in this thread
-    summarised: int  # messages the last compaction summarised
-    kept: int  # messages sent as they are after it
-    before: int  # estimated prompt tokens before it
-    after: int  # and after
-    why: str  # budget, overflow or requested
-
-    def as_state(self) -> dict[str, Any]:
-        return {**asdict(self), "held": list(self.held)}
-
-    @classmethod
-    def from_state(cls, value: Any) -> Summary | None:
-        if not isinstance(value, dict) or not isinstance(value.get("text"), str):
-            return None
-        try:
-            return cls(**{**value, "held": tuple(value.get("held") or ())})
-        except TypeError:  # written by another version: start afresh rather than fail
-            return None
-
-    @property
-    def covers(self) -> int:
-        """How many messages of the history the summary stands for."""
-        return self.upto - len(self.held)
 
 
 @dataclass(frozen=True)
@@ -390,45 +349,28 @@ class ContextKeeper:
         prefix, so only the question is new); else, and after an overflow, on its own, with
         the messages as a clipped transcript.
         """
-        cut = max(summarised) + 1
-        prefix = [message for _, message in visible[:cut]]
-        ask = SUMMARY_REQUEST.format(instructions=summary_prompt())
+        prefix = [message for _, message in visible[: max(summarised) + 1]]
         if why != "overflow":
-            request: list[BaseMessage] = [SystemMessage(self.system_text(summary))]
-            request += messages_for_model(prefix)  # type: ignore[arg-type]
-            request.append(HumanMessage(ask))
+            request = in_conversation(self.system_text(summary), prefix)
             tokens = self.tool_tokens + estimate_messages(request)
             room = self.budget.context_length - SUMMARY_TOKENS if self.budget else None
             if room is None or tokens <= room:
                 try:
-                    return await self.ask_summary(request, "none", prefix)
+                    response = await self.bound("none", SUMMARY_TOKENS).ainvoke(
+                        request, config={"tags": [TAG_NOSTREAM]}
+                    )
+                    return summary_text(separate_reasoning(response), prefix)
                 except Exception as error:
                     if not is_context_overflow(str(error)):
                         raise
-        earlier = f"{SUMMARY_PREFIX}\n{summary.text}\n\n" if summary else ""
-        limit = (
-            self.budget.prompt_limit if self.budget else 4 * SUMMARY_TOKENS
-        ) - 2 * SUMMARY_TOKENS
-        body = (
-            earlier + "The conversation:\n" + transcript([visible[i][1] for i in summarised], limit)
-        )
-        standalone = [SystemMessage(summary_prompt()), HumanMessage(body)]
-        return await self.ask_summary(standalone, None, prefix)
-
-    async def ask_summary(
-        self, request: list[BaseMessage], tool_choice: str | None, prefix: list[BaseMessage]
-    ) -> str:
-        if tool_choice is None:
-            model: Any = self.model().bind(max_tokens=SUMMARY_TOKENS)
-        else:
-            model = self.bound(tool_choice, SUMMARY_TOKENS)
+        # The transcript gets what a request may hold, less the instructions and the old
+        # summary (no tools are sent with it).
+        limit = (self.budget.prompt_limit if self.budget else 4 * SUMMARY_TOKENS) - SUMMARY_TOKENS
+        request = standalone(summary, [visible[i][1] for i in summarised], limit)
         # Not a reply to show: the front-end streams only what it should.
+        model = self.model().bind(max_tokens=SUMMARY_TOKENS)
         response = await model.ainvoke(request, config={"tags": [TAG_NOSTREAM]})
-        text = content_text(separate_reasoning(response).content).strip()
-        text = text.removeprefix(SUMMARY_PREFIX).strip()
-        if not text:  # a model that only thought: keep the facts, plainly
-            text = transcript(prefix, SUMMARY_TOKENS)
-        return text
+        return summary_text(separate_reasoning(response), prefix)
 
 
 def announce_compaction(summary: Summary) -> None:
@@ -436,17 +378,6 @@ def announce_compaction(summary: Summary) -> None:
     ({"compacted": summary}), before the compacted request is sent rather than when the
     step ends."""
     get_stream_writer()({COMPACTED: summary.as_state()})
-
-
-def trusted_replies(messages: Sequence[AnyMessage], summary: Summary | None) -> set[str]:
-    """The replies whose usage counts a request as it is built now: those made since the
-    summary was written."""
-    start = summary.made_at if summary is not None else 0
-    return {
-        str(message.id)
-        for message in messages[start:]
-        if isinstance(message, AIMessage) and message.usage_metadata
-    }
 
 
 def as_sent(message: AnyMessage, result_cap: int | None) -> BaseMessage:

@@ -19,9 +19,10 @@ from langgraph.graph.state import CompiledStateGraph
 from langgraph.prebuilt import ToolNode
 
 from core.approval import answer_invalid_call, new_id
-from core.context import ContextKeeper, Summary, announce_compaction
+from core.context import ContextKeeper, announce_compaction
 from core.messages import append_messages, content_text, last_ai_message
 from core.replies import mark_cut, was_cut
+from core.summary import Summary
 from core.threads import MAX_MODEL_CALLS_PER_TURN
 from core.tool_groups import ALLOWED_TOOLS
 

@@ -20,13 +20,14 @@ from langgraph.types import Command
 
 from core import events
 from core.approval import CUT_CALL, describe_grant, new_id
-from core.context import COMPACTED, ContextKeeper, Summary
+from core.context import COMPACTED, ContextKeeper
 from core.error_lines import describe_error
 from core.errors import ContextTooSmall, ReplayMismatch
 from core.messages import content_text
 from core.policy import Grant
 from core.preview import preview
 from core.replies import CUT_KEY, REASONING_KEY, ThinkSplitter, cut_note
+from core.summary import Summary
 from core.threads import (
     PERSON_UPDATE,
     ThreadView,

@@ -16,10 +16,10 @@ from typing import Any
 from langchain_core.messages import AIMessage, HumanMessage, ToolMessage
 from langgraph.graph.state import CompiledStateGraph
 
-from core.context import Summary
 from core.errors import StartupError, ThreadError
 from core.messages import content_text
 from core.session import ThreadSession
+from core.summary import Summary
 from core.text import format_call, format_result
 from core.threads import (
     IDLE,

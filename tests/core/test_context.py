@@ -12,10 +12,11 @@ from langchain_core.messages import AIMessage, BaseMessage, HumanMessage, ToolMe
 
 from core.budget import SUMMARY_PREFIX, Budget
 from core.chat_model import make_chat_model
-from core.context import ROUTE_KEY, ContextKeeper, Summary
+from core.context import ROUTE_KEY, ContextKeeper
 from core.prompts import ROUTE_NOTES, SYSTEM_PROMPT
 from core.replies import REASONING_KEY, ThinkSplitter, mark_cut, separate_reasoning
 from core.server_process import start_server, stop_server
+from core.summary import Summary
 from core.tool_groups import ALLOWED_TOOLS
 from core.tool_schemas import HIDDEN_PARAMETERS, NOT_OFFERED, offered_tools
 from core.tools import open_tools
