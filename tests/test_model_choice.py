@@ -14,6 +14,7 @@ LLAMA = FakeModel("llama-3.2-3b-instruct", context=4096, max_context=131072)
 def test_the_loaded_chat_model_not_the_embedding_listed_first(workspace: Workspace):
     with FakeLLM([text("Hi.")], models=[EMBED, QWEN, LLAMA], flavour="lmstudio") as llm:
         result = workspace.run(llm.base_url, "hello\n", "--read-only")
+        verbose = workspace.run(llm.base_url, "", "--read-only", "--verbose")
         [request] = llm.requests
 
     assert result.returncode == 0, result.stderr
@@ -21,15 +22,14 @@ def test_the_loaded_chat_model_not_the_embedding_listed_first(workspace: Workspa
     line = next(line for line in result.stdout.splitlines() if line.startswith("model "))
     assert line.startswith("model llama-3.2-3b-instruct, context 4096; replies up to 1024")
     assert not llm.is_loaded(QWEN.id)  # nothing else was loaded by asking
+    # --verbose says which source won.
+    assert "model llama-3.2-3b-instruct, context 4096 (from LM Studio (loaded));" in verbose.stdout
 
 
-def test_verbose_says_which_source_won(workspace: Workspace):
-    with FakeLLM([], models=[EMBED, LLAMA], flavour="lmstudio") as llm:
-        result = workspace.run(llm.base_url, "", "--verbose")
+def test_a_smaller_context_length_wins_over_the_servers(workspace: Workspace):
     with FakeLLM([], models=[LLAMA], flavour="llamacpp") as llm:
         llamacpp = workspace.run(llm.base_url, "", "--verbose", "--context-length", "2048")
 
-    assert "model llama-3.2-3b-instruct, context 4096 (from LM Studio (loaded));" in result.stdout
     assert (
         "context 2048 (from --context-length (llama.cpp /props: 4096)); replies up to 512"
         in llamacpp.stdout
@@ -69,30 +69,25 @@ def test_other_servers_skip_embedding_ids_and_take_the_context_from_the_environm
     workspace: Workspace,
 ):
     models = ["nomic-embed-text-v1.5", "mistral-7b"]
-    with FakeLLM([text("Hi.")], models=models) as llm:
-        result = workspace.run(
+    with FakeLLM([text("Hi."), text("Hi.")], models=models) as llm:
+        told = workspace.run(
             llm.base_url,
             "hello\n",
             "--read-only",
             "--verbose",
             env={"FSAGENT_CONTEXT_LENGTH": "6000"},
         )
-        [request] = llm.requests
+        unknown = workspace.run(llm.base_url, "hello\n", "--read-only", thread="u")
+        requests = llm.requests
 
-    assert result.returncode == 0, result.stderr
-    assert request["model"] == "mistral-7b" and request["max_tokens"] == 1024
-    assert "model mistral-7b, context 6000 (from FSAGENT_CONTEXT_LENGTH)" in result.stdout
-
-
-def test_an_unknown_context_is_said_and_replies_are_still_bounded(workspace: Workspace):
-    with FakeLLM([text("Hi.")]) as llm:
-        result = workspace.run(llm.base_url, "hello\n", "--read-only")
-        [request] = llm.requests
-
-    assert result.returncode == 0, result.stderr
-    assert "model fake-model, context unknown" in result.stdout
-    assert "--context-length" in result.stdout
-    assert request["max_tokens"] == 1024
+    assert told.returncode == 0, told.stderr
+    assert [r["model"] for r in requests] == ["mistral-7b"] * 2
+    assert "model mistral-7b, context 6000 (from FSAGENT_CONTEXT_LENGTH)" in told.stdout
+    # Nothing says the context: said so, and replies are still bounded.
+    assert unknown.returncode == 0, unknown.stderr
+    assert "model mistral-7b, context unknown" in unknown.stdout
+    assert "--context-length" in unknown.stdout
+    assert [r["max_tokens"] for r in requests] == [1024] * 2
 
 
 def test_bad_context_and_reply_limits_are_one_line_and_exit_2(workspace: Workspace):
