@@ -34,6 +34,9 @@ if TYPE_CHECKING:
     from langchain_core.tools import BaseTool
     from langgraph.graph.state import CompiledStateGraph
 
+    from core.budget import Budget
+    from core.context import ContextKeeper
+    from core.models import ModelChoice
     from core.policy import Policy
     from core.tools import ToolServer
     from store.base import Store
@@ -57,7 +60,7 @@ class Settings:
     """What the flags and FSAGENT_* variables say, checked and typed."""
 
     base_url: str = DEFAULT_BASE_URL
-    model: str | None = None  # None: the first model the server lists
+    model: str | None = None  # None: the loaded chat model (core.models.discover)
     roots: tuple[Path, ...] = field(default_factory=lambda: (Path.cwd(),))
     db: str = field(default_factory=lambda: str(Path.cwd() / "threads.db"))  # path or URL
     thread: str = "default"
@@ -70,6 +73,11 @@ class Settings:
     approve: ApproveMode = "ask"  # who decides writes no rule decides
     policy: Path | None = None  # None: fsagent.toml in the first root, if any
     plain: bool = False  # plain text in and out on a terminal too: no escape code at all
+
+    context_length: int | None = None  # None: what the server says
+    context_flag: str = "--context-length"  # how the person gave it, for messages
+    max_tokens: int | None = None  # None: fits the budget (core.budget.default_max_tokens)
+    hide_reasoning: bool = False
 
 
 @dataclass(frozen=True)
@@ -254,7 +262,7 @@ def add_agent_options(parser: argparse.ArgumentParser, *, suppress: bool = False
     parser.add_argument(
         "--model",
         default=default(os.environ.get("FSAGENT_MODEL")),
-        help="model name (env FSAGENT_MODEL; default: the first model the server lists)",
+        help="model name (env FSAGENT_MODEL; default: the chat model the server has loaded)",
     )
     parser.add_argument(
         "--root",
@@ -322,6 +330,27 @@ def add_agent_options(parser: argparse.ArgumentParser, *, suppress: bool = False
         metavar="FILE",
         help="write one JSON event per line: what a regression run compares",
     )
+    parser.add_argument(
+        "--context-length",
+        type=positive_int,
+        default=default(None),
+        metavar="N",
+        help="the model's context in tokens, for a server that does not say (env "
+        "FSAGENT_CONTEXT_LENGTH; when both speak the smaller wins)",
+    )
+    parser.add_argument(
+        "--max-tokens",
+        type=positive_int,
+        default=default(None),
+        metavar="N",
+        help="the longest reply, in tokens (default: a quarter of the context, at most 1024)",
+    )
+    parser.add_argument(
+        "--hide-reasoning",
+        action="store_true",
+        default=default(False),
+        help="do not show a reasoning model's thinking (it is never sent back to it)",
+    )
     replay = parser.add_mutually_exclusive_group()
     replay.add_argument(
         "--record",
@@ -339,7 +368,30 @@ def add_agent_options(parser: argparse.ArgumentParser, *, suppress: bool = False
     )
 
 
+def positive_int(text: str) -> int:
+    try:
+        value = int(text)
+    except ValueError:
+        value = 0
+    if value <= 0:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a whole number of tokens above 0")
+    return value
+
+
+def context_from_env() -> int | None:
+    text = os.environ.get("FSAGENT_CONTEXT_LENGTH", "").strip()
+    if not text:
+        return None
+    try:
+        return positive_int(text)
+    except argparse.ArgumentTypeError as error:
+        raise StartupError(f"FSAGENT_CONTEXT_LENGTH: {error}") from None
+
+
 def settings_from_args(args: argparse.Namespace) -> Settings:
+    context_length, context_flag = args.context_length, "--context-length"
+    if context_length is None:
+        context_length, context_flag = context_from_env(), "FSAGENT_CONTEXT_LENGTH"
     return Settings(
         base_url=args.base_url.rstrip("/"),
         model=args.model,
@@ -355,6 +407,10 @@ def settings_from_args(args: argparse.Namespace) -> Settings:
         approve=args.approve,
         policy=Path(args.policy).expanduser() if args.policy else None,
         plain=args.plain,
+        context_length=context_length,
+        context_flag=context_flag,
+        max_tokens=args.max_tokens,
+        hide_reasoning=args.hide_reasoning,
     )
 
 
@@ -363,7 +419,11 @@ def settings_from_args(args: argparse.Namespace) -> Settings:
 
 def main(argv: list[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
-    settings = settings_from_args(args)
+    try:
+        settings = settings_from_args(args)
+    except StartupError as error:
+        print(f"fsagent: {error}", file=sys.stderr)
+        return 2
     try:
         return int(args.run(args, settings))
     except KeyboardInterrupt:
@@ -441,6 +501,7 @@ async def chat(settings: Settings) -> int:
                     store,
                     base_url=settings.base_url,
                     tools=agent.tools,
+                    context=agent.context,
                     verbose=settings.verbose,
                 )
                 with open_transcript(settings.transcript) as transcript:
@@ -452,7 +513,10 @@ async def chat(settings: Settings) -> int:
                         approve_mode=settings.approve,
                         policy=agent.policy,
                         strict=settings.strict,
-                        model=agent.model_name,
+                        model_line=display.model_line(
+                            agent.choice, agent.context, verbose=settings.verbose
+                        ),
+                        show_reasoning=not settings.hide_reasoning,
                         roots=launched.roots,
                     )
 
@@ -480,15 +544,7 @@ class Launched:
     roots: list[Path]
     policy: Policy
     process: asyncio.subprocess.Process
-    model_ready: asyncio.Future[ModelReady]
-
-
-@dataclass(frozen=True)
-class ModelReady:
-    """The model's name, for the banner, and the chat model, built when first needed."""
-
-    name: str
-    make: Callable[[], BaseChatModel]
+    model_ready: asyncio.Future[LoadedModel]
 
 
 @asynccontextmanager
@@ -513,36 +569,57 @@ async def launch(settings: Settings) -> AsyncIterator[Launched]:
 
 
 @dataclass
+class LoadedModel:
+    """The model chosen, with its context and reply budget, and a function that builds its
+    client (at the first prompt)."""
+
+    choice: ModelChoice
+    budget: Budget | None  # None: the context length is unknown
+    max_tokens: int
+    chat_model: Callable[[], BaseChatModel]
+
+
+@dataclass
 class Agent:
     app: CompiledStateGraph
     tools: list[BaseTool]
     policy: Policy
     server: ToolServer
-    model_name: str
+    choice: ModelChoice
+    context: ContextKeeper
 
 
 @asynccontextmanager
 async def open_agent(settings: Settings, launched: Launched, store: Store) -> AsyncIterator[Agent]:
     """Everything a run needs: the model, our MCP server's tools, and the graph on the store,
     whose write calls go through its ledger."""
+    from core.context import ContextKeeper
+    from core.questions import with_ask_person
+    from core.tool_groups import ALLOWED_TOOLS
+    from core.tool_schemas import offered_tools
     from core.tools import open_tool_server
 
     async with open_tool_server(launched.process) as server:
-        tools = server.tools
-        ready = await launched.model_ready
-        model = ready.make
+        # The model may always ask the person, but not in the read-only agent.
+        tools = server.tools if settings.read_only else with_ask_person(server.tools)
+        loaded = await launched.model_ready
+        # The same tools in every request of the thread (core.context says why).
+        offered = offered_tools(tools, ALLOWED_TOOLS if settings.read_only else None)
+        context = ContextKeeper(
+            loaded.chat_model, offered, budget=loaded.budget, max_tokens=loaded.max_tokens
+        )
         if settings.read_only:
             from core.read_only import build_read_only_agent
 
-            app = build_read_only_agent(model(), tools, store.checkpointer)
+            app = build_read_only_agent(context, tools, store.checkpointer)
         else:
             from agent_graph import build_graph
 
             app = build_graph(
-                model, tools, store.checkpointer, policy=launched.policy, mode=settings.approve,
-                store=store,
+                loaded.chat_model, tools, store.checkpointer, policy=launched.policy,
+                mode=settings.approve, store=store, context=context,
             )  # fmt: skip
-        yield Agent(app, tools, launched.policy, server, ready.name)
+        yield Agent(app, tools, launched.policy, server, loaded.choice, context)
 
 
 def check_roots(roots: tuple[Path, ...]) -> list[Path]:
@@ -557,27 +634,44 @@ def check_roots(roots: tuple[Path, ...]) -> list[Path]:
     return resolved
 
 
-async def load_model(settings: Settings) -> ModelReady:
-    """The chat model's name, and a function that builds the model at the first prompt.
+async def load_model(settings: Settings) -> LoadedModel:
+    """The model the server has loaded, its context, and its client as a function that
+    builds it at the first prompt.
 
-    LM Studio is checked reachable now rather than at the first prompt; the client itself
-    (langchain_openai imports all of the openai SDK) is imported at the first prompt, or on a
-    terminal in the background while the person types. Under --replay the model is a
-    cassette's and touches no network.
+    The server is asked now which model it serves and with how much context (core.models);
+    the client itself (langchain_openai imports all of the openai SDK) is imported at the
+    first prompt, or on a terminal in the background while the person types. Under --replay
+    the model is a cassette's and touches no network.
     """
     if settings.replay:
         from core.cassette import ReplayChatModel, load_cassette
+        from core.models import ModelChoice
 
-        name, steps = load_cassette(settings.replay)
-        replay = ReplayChatModel(steps=steps, model_name=name)
-        return ModelReady(name, lambda: replay)
-    from core.model_list import first_listed_model
+        header, steps = load_cassette(settings.replay)
+        replay = ReplayChatModel(steps=steps, model_name=str(header.get("model", "replay")))
+        recorded = header.get("context_length")
+        context = settings.context_length or (recorded if isinstance(recorded, int) else None)
+        source = settings.context_flag if settings.context_length else "the cassette"
+        choice = ModelChoice(replay.model_name, context, source, "replay")
+        return budgeted(choice, reply_limit(settings, choice), lambda: replay)
+    from core.models import ModelChoiceError, ServerUnreachable, discover, unreachable_message
 
-    name = settings.model or await first_listed_model(settings.base_url)
+    try:
+        choice = await discover(
+            settings.base_url,
+            settings.model,
+            settings.context_length,
+            override_name=settings.context_flag,
+        )
+    except ServerUnreachable as error:
+        raise StartupError(unreachable_message(settings.base_url)) from error
+    except ModelChoiceError as error:
+        raise StartupError(str(error)) from error
     if sys.stdin.isatty():
         # A person reads the banner and types; a pipe's first line is there at once, and a
         # `quit` would only wait for the import to finish.
         import_in_background("core.chat_model")
+    max_tokens = reply_limit(settings, choice)
 
     @functools.cache
     def chat_model() -> BaseChatModel:
@@ -587,10 +681,40 @@ async def load_model(settings: Settings) -> ModelReady:
         if settings.record:
             from core.cassette import Recorder
 
-            callbacks = [Recorder(settings.record, name)]
-        return make_chat_model(settings.base_url, name, callbacks)
+            callbacks = [Recorder(settings.record, choice.name, choice.context_length)]
+        return make_chat_model(settings.base_url, choice.name, callbacks, max_tokens=max_tokens)
 
-    return ModelReady(name, chat_model)
+    return budgeted(choice, max_tokens, chat_model)
+
+
+def reply_limit(settings: Settings, choice: ModelChoice) -> int:
+    from core.budget import MAX_REPLY_TOKENS, default_max_tokens
+
+    if settings.max_tokens is not None:
+        return settings.max_tokens
+    if choice.context_length is None:
+        return MAX_REPLY_TOKENS
+    return default_max_tokens(choice.context_length)
+
+
+def budgeted(
+    choice: ModelChoice, max_tokens: int, chat_model: Callable[[], BaseChatModel]
+) -> LoadedModel:
+    """The model with its budget; a reply limit that leaves no room for a prompt is a
+    start-up error."""
+    from core.budget import Budget
+
+    budget = None
+    if choice.context_length is not None:
+        try:
+            budget = Budget.for_context(choice.context_length, max_tokens)
+        except ValueError:
+            raise StartupError(
+                f"--max-tokens {max_tokens}: the model's context is {choice.context_length} "
+                f"tokens ({choice.context_source}), which leaves no room for a request; "
+                "pass a smaller --max-tokens"
+            ) from None
+    return LoadedModel(choice, budget, max_tokens, chat_model)
 
 
 def import_in_background(module: str) -> None:
@@ -747,6 +871,7 @@ async def decide(args: argparse.Namespace, settings: Settings, *, approve: bool)
                 store,
                 base_url=settings.base_url,
                 tools=agent.tools,
+                context=agent.context,
                 verbose=settings.verbose,
             )
             return await commands.decide(session, calls, decisions)
@@ -895,7 +1020,7 @@ async def open_service(settings: Settings, access: Access) -> AsyncIterator[Fast
     """The HTTP app on the store, the MCP server's tools, the model and the graph, as `chat`
     wires them for the terminal; every turn it still runs is cut off when it closes."""
     async with launch(settings) as launched:
-        from core.model_list import server_problem
+        from core.models import server_problem
         from core.session import ThreadSession
         from store import open_store
         from web.app import Service, create_app

@@ -7,6 +7,9 @@ router ─► agent_<route> ─► after_agent ─┬─► END           (no to
 ask ── interrupt(question payload) ── Command(goto="approve" if writes else "tools")
 approve ── rules, mode, grants; interrupt(payload) for the rest ── Command(goto="tools")
 tools ─► agent_<route>       (writes the audit rows, then runs what was approved)
+
+Every model request goes through core.context: the same tools each time, the thread's
+summary in place of older turns, compacted when it would not fit.
 """
 
 from __future__ import annotations
@@ -17,7 +20,7 @@ from typing import Annotated, Any, TypedDict
 
 # State schemas are read at run time by LangGraph, so their types must be importable here.
 from langchain_core.language_models.chat_models import BaseChatModel
-from langchain_core.messages import AIMessage, AnyMessage, HumanMessage, SystemMessage
+from langchain_core.messages import AIMessage, AnyMessage, HumanMessage
 from langchain_core.runnables import RunnableConfig
 from langchain_core.tools import BaseTool
 from langgraph.channels.delta import DeltaChannel
@@ -28,18 +31,16 @@ from langgraph.types import Command, interrupt
 
 from core import approval, questions
 from core.audit import rows_for
+from core.context import ContextKeeper, Sent, announce_compaction, with_route
 from core.ledger import run_write_once
-from core.messages import (
-    append_messages,
-    content_text,
-    last_ai_message,
-    last_human_text,
-    messages_for_model,
-)
+from core.messages import append_messages, content_text, last_ai_message
 from core.policy import Policy
-from core.prompts import ROUTER_PROMPT, SYSTEM_PROMPT
+from core.prompts import ROUTE_NOTES
+from core.replies import mark_cut, was_cut
+from core.summary import Summary
 from core.threads import MAX_MODEL_CALLS_PER_TURN, PERSON_UPDATE
-from core.tool_groups import ASK_PERSON, ROUTES, WRITE_TOOLS, tools_for_group
+from core.tool_groups import ASK_PERSON, ROUTES, WRITE_TOOLS
+from core.tool_schemas import offered_tools
 from core.undo_capture import capture
 from store.base import Store
 
@@ -55,6 +56,9 @@ class AgentState(TypedDict, total=False):
     # The person's "a" answers: a tool and a folder each. Written by `approve` when granted,
     # and by `person_update` when revoked; they end with the thread.
     grants: list[dict[str, str]]
+    # The thread's summary (core.context.Summary as a dict): what requests send in place of
+    # the older turns. Written only when a request is compacted.
+    summary: dict[str, Any]
     # The person's requests so far, counted by the router: write calls are kept for undo by
     # the turn they ran in (`fsagent undo NAME --turn N`).
     turn: int
@@ -63,7 +67,7 @@ class AgentState(TypedDict, total=False):
 def parse_route(text: str) -> str:
     """The first group name in the model's answer; anything else is `general`."""
     for word in text.lower().replace("*", " ").replace("`", " ").split():
-        word = word.strip(".,:;!\"'()")
+        word = word.strip(".,:;!\"'()[]")
         if word in ROUTES:
             return word
     return "general"
@@ -80,41 +84,53 @@ def build_graph(
     policy: Policy | None = None,
     mode: str = "ask",
     store: Store | None = None,
+    context: ContextKeeper | None = None,
     max_model_calls: int = MAX_MODEL_CALLS_PER_TURN,
 ) -> CompiledStateGraph:
     """The approval graph. With a `store`, every decision is audited there, every write
     call runs at most once per thread, however often the tools step itself runs again (a
-    resume after a crash), and what each write replaces is kept there first, for undo."""
+    resume after a crash), and what each write replaces is kept there first, for undo.
+    `context` builds and sends the model requests; without one, the requests offer every
+    tool and nothing is compacted."""
     policy = policy or Policy(roots=(Path.cwd().resolve(),))  # no rules: every write asks
-    tools = [*tools, questions.ask_person_tool()]  # the model may always ask the person
+    tools = questions.with_ask_person(tools)  # the model may always ask the person
+    context = context or ContextKeeper(model, offered_tools(tools), budget=None)
     tools_by_name = {tool.name: tool for tool in tools}
     first_root = str(policy.roots[0])
     schemas = {tool.name: approval.tool_schema(tool) for tool in tools}
 
     async def router(state: AgentState) -> dict[str, Any]:
-        question = last_human_text(state.get("messages", []))
-        answer = await model().ainvoke([SystemMessage(ROUTER_PROMPT), HumanMessage(question)])
-        return {
-            "route": parse_route(str(answer.content)),
+        messages = state.get("messages", [])
+        sent = await context.send(
+            messages, _summary(state), route_question=True, on_compacted=announce_compaction
+        )
+        # The reply's reasoning was set apart already: only its answer names the route.
+        route = parse_route(content_text(sent.response.content))
+        update: dict[str, Any] = {
+            "route": route,
             "model_calls": 0,
             "approvals": {},
             "turn": state.get("turn", 0) + 1,
         }
+        latest = messages[-1] if messages else None
+        if isinstance(latest, HumanMessage) and ROUTE_NOTES.get(route):
+            # Stored with the message, so every later request sends it with the same note.
+            update["messages"] = [with_route(latest, route)]
+        return update | _compacted(sent)
 
     def make_agent(group: str) -> Any:
-        bound: list[Any] = []  # bound on first use: the model is built at the first prompt
-
         async def agent(state: AgentState) -> dict[str, Any]:
-            if not bound:
-                bound.append(model().bind_tools(tools_for_group(tools, group), tool_choice="auto"))
             calls = state.get("model_calls", 0)
             if calls >= max_model_calls:
                 return {"messages": [_step_limit_message(max_model_calls)]}
-            request = [SystemMessage(SYSTEM_PROMPT)]
-            request += messages_for_model(state.get("messages", []))
-            response = await bound[0].ainvoke(request)
+            sent = await context.send(
+                state.get("messages", []), _summary(state), on_compacted=announce_compaction
+            )
+            response = sent.response
+            if was_cut(response):
+                response = mark_cut(response, context.max_tokens)
             _give_ids(response)
-            return {"messages": [response], "model_calls": calls + 1}
+            return {"messages": [response], "model_calls": calls + 1} | _compacted(sent)
 
         agent.__name__ = f"agent_{group}"
         return agent
@@ -126,7 +142,7 @@ def build_graph(
             return END
         if questions.questions_to_ask(message, schemas):
             return "ask"
-        if approval.writes_to_review(message, schemas):
+        if approval.writes_to_review(message, schemas, state.get("route")):
             return "approve"
         return "tools"
 
@@ -142,8 +158,8 @@ def build_graph(
         else:
             payload = questions.question_payload(state.get("route", "general"), calls)
             answers = questions.record_answers(interrupt(payload), calls)
-        goto = "approve" if approval.writes_to_review(message, schemas) else "tools"
-        return Command(goto=goto, update={"approvals": answers})
+        writes = approval.writes_to_review(message, schemas, state.get("route"))
+        return Command(goto="approve" if writes else "tools", update={"approvals": answers})
 
     def approve(state: AgentState) -> Command:
         # Runs again from the top on resume: nothing before interrupt() may have an effect,
@@ -151,7 +167,7 @@ def build_graph(
         message = last_ai_message(state.get("messages", []))
         assert message is not None, "approve is only reached after a model message"
         grants = list(state.get("grants") or [])
-        calls = approval.writes_to_review(message, schemas)
+        calls = approval.writes_to_review(message, schemas, state.get("route"))
         approvals = dict(state.get("approvals") or {})  # the answers to questions, if any
         for call in calls:
             record = approval.decide_without_person(call, policy, mode, grants)
@@ -186,10 +202,11 @@ def build_graph(
         thread = str(config["configurable"]["thread_id"])
         if store is not None:
             await store.record_audit(rows_for(thread, message, approvals))
-        turn = state.get("turn", 0)
         results = []
+        route = state.get("route")
+        turn = state.get("turn", 0)
         for call in message.tool_calls:
-            refusal = approval.answer_without_running(call, approvals, schemas)
+            refusal = approval.answer_without_running(call, approvals, schemas, route)
             if refusal is None and call["name"] == ASK_PERSON:
                 refusal = questions.answer_message(call, approvals.get(call["id"]))
             results.append(
@@ -236,6 +253,15 @@ def build_graph(
     )
     graph.add_conditional_edges("tools", back_to_agent, [f"agent_{g}" for g in ROUTES])
     return graph.compile(checkpointer=checkpointer)
+
+
+def _summary(state: AgentState) -> Summary | None:
+    return Summary.from_state(state.get("summary"))
+
+
+def _compacted(sent: Sent) -> dict[str, Any]:
+    """The state update that stores a summary the request was compacted with."""
+    return {"summary": sent.compacted.as_state()} if sent.compacted else {}
 
 
 def _give_ids(response: AIMessage) -> None:

@@ -15,10 +15,13 @@ from typing import Any
 from langgraph.types import StateSnapshot
 
 from core import events
+from core.context import ContextKeeper
 from core.errors import StartupError
+from core.models import ModelChoice
 from core.policy import Grant, Policy
 from core.questions import is_question
 from core.session import ThreadSession
+from core.summary import Summary
 from core.text import format_call
 from core.threads import INTERRUPTED, cannot_resume_message, pending_approval
 from terminal.console import Terminal
@@ -50,20 +53,43 @@ def banner(snapshot: StateSnapshot | None, tool_count: int, thread: str) -> str:
     return head + "new conversation."
 
 
-def status_line(
-    model: str | None, context_length: int | None, roots: Sequence[Path | str], approve_mode: str
-) -> str:
-    """The session at a glance: the model and its context (when known), where the agent may
-    read and write, and who decides writes."""
-    parts = []
-    if model:
-        context = f" ({context_length:,}-token context)" if context_length else ""
-        parts.append(f"Model: {model}{context}")
-    if roots:
-        label = "Root" if len(roots) == 1 else "Roots"
-        parts.append(f"{label}: {', '.join(str(root) for root in roots)}")
+def status_line(roots: Sequence[Path | str], approve_mode: str) -> str:
+    """Where the agent may read and write, and who decides writes."""
+    label = "Root" if len(roots) == 1 else "Roots"
+    parts = [f"{label}: {', '.join(str(root) for root in roots)}"] if roots else []
     parts.append(f"Approval: {approve_mode}")
     return " · ".join(parts)
+
+
+def model_line(choice: ModelChoice, context: ContextKeeper, *, verbose: bool = False) -> str:
+    """`model X, context 4096`, and what of it the reply and the fixed part take; --verbose
+    also says where the context length came from."""
+    budget = context.budget
+    if budget is None:
+        head = (
+            f"model {choice.name}, context unknown (the server does not say; "
+            "pass --context-length N to budget requests)"
+        )
+    else:
+        head = f"model {choice.name}, context {budget.context_length}"
+        if verbose:
+            head += f" (from {choice.context_source})"
+    return (
+        f"{head}; replies up to {context.max_tokens} tokens, "
+        f"tools and instructions ~{context.fixed_tokens}"
+    )
+
+
+def summary_line(snapshot: StateSnapshot | None) -> str | None:
+    """A resumed thread whose older turns the model sees as a summary says so."""
+    values = (snapshot.values if snapshot is not None else None) or {}
+    summary = Summary.from_state(values.get("summary"))
+    if summary is None:
+        return None
+    return (
+        f"The model is sent a summary in place of this thread's first {summary.covers} "
+        "messages (fsagent threads show has them all)."
+    )
 
 
 def approval_summary(mode: str, policy: Policy | None, grants: list[Grant]) -> list[str]:
@@ -158,12 +184,14 @@ async def run_session(
     approve_mode: str,
     policy: Policy | None,
     strict: bool,
-    model: str | None = None,
-    context_length: int | None = None,
+    model_line: str | None = None,
     roots: Sequence[Path | str] = (),
+    show_reasoning: bool = True,
 ) -> int:
     """The read-eval loop. Returns the exit code (see agent.EXIT_CODES)."""
-    status = status_line(model, context_length, roots, approve_mode)
+    # The session at a glance: the model and its context, where the agent may read and write,
+    # and who decides writes.
+    lines = [line for line in (model_line, status_line(roots, approve_mode)) if line]
     with term.ctrl_c.installed():
         try:
             return await _run_session(
@@ -173,7 +201,8 @@ async def run_session(
                 approve_mode=approve_mode,
                 policy=policy,
                 strict=strict,
-                status=status,
+                status=lines,
+                show_reasoning=show_reasoning,
             )
         except asyncio.CancelledError:
             # Ctrl-C while nothing could be cut off on its own (the banner being read, a
@@ -195,7 +224,8 @@ async def _run_session(
     approve_mode: str,
     policy: Policy | None,
     strict: bool,
-    status: str,
+    status: list[str],
+    show_reasoning: bool,
 ) -> int:
     view = await session.view()
     if view is not None and view.problem:
@@ -203,12 +233,15 @@ async def _run_session(
     snapshot = view.snapshot if view is not None else None
     # A thread waiting for approval says so first: its calls are what matters now.
     term.say(banner(snapshot, tool_count, session.thread))
-    term.say(status)
+    for extra in (*status, summary_line(snapshot)):
+        if extra:
+            term.say(extra)
     grants = list(((snapshot.values if snapshot else None) or {}).get("grants") or [])
     for line in approval_summary(approve_mode, policy, grants):
         term.say(line)
     term.say("Type a prompt; /help lists the commands; /quit or Ctrl-D ends.")
-    conversation = Conversation(session, term, StepPrinter(term), strict=strict)
+    printer = StepPrinter(term, show_reasoning=show_reasoning)
+    conversation = Conversation(session, term, printer, strict=strict)
     # An undo the person approved and a crash cut off: finished before anything else.
     await finish_cut_off_undo(session, term, conversation.printer)
     if view is not None and view.status == INTERRUPTED:

@@ -12,7 +12,7 @@ import time
 from collections.abc import Callable
 from typing import Any
 
-from bench import growth, overhead, startup
+from bench import context, growth, overhead, startup
 from bench.common import REPO, Row, machine, print_table
 
 
@@ -30,6 +30,7 @@ SECTIONS: list[tuple[str, Callable[[], list[Row]]]] = [
     ("overhead per tool call, and memory", overhead.measure),
     ("start-up", startup.measure),
     ("thread growth", growth.measure),
+    ("context and prompt cache", context.measure),
     ("search", search_rows),
 ]
 

@@ -50,7 +50,7 @@ class Exchange:
 
     arrived: float
     finished: float
-    with_tools: bool  # False for the router's request, answered by auto_route
+    with_tools: bool  # False for the router's request (no tool may be called), auto_route'd
 
 
 def timed_fake(script: list[dict[str, Any]]) -> tuple[Any, list[Exchange]]:
@@ -62,7 +62,7 @@ def timed_fake(script: list[dict[str, Any]]) -> tuple[Any, list[Exchange]]:
         def do_POST(self) -> None:
             arrived = time.perf_counter()
             super().do_POST()
-            with_tools = bool(self.server.fake.requests[-1].get("tools"))
+            with_tools = fake_llm._may_call_tools(self.server.fake.requests[-1])
             log.append(Exchange(arrived, time.perf_counter(), with_tools))
 
     fake = fake_llm.FakeLLM(script, auto_route="filesystem")

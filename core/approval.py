@@ -17,7 +17,7 @@ from langchain_core.messages import AIMessage, ToolMessage
 from langchain_core.tools import BaseTool
 
 from core.policy import Grant, Policy
-from core.tool_groups import WRITE_TOOLS
+from core.tool_groups import WRITE_TOOLS, in_group
 
 APPROVAL_KIND = "approval"
 # Version 2 added `respond`. A version-1 payload (a thread paused by an older release) still
@@ -56,12 +56,20 @@ def tool_schema(tool: BaseTool) -> dict[str, Any]:
     return tool.get_input_schema().model_json_schema()
 
 
-def call_problem(call: ToolCall, schemas: dict[str, dict[str, Any]]) -> str | None:
-    """Why this call cannot run, as a sentence the model can act on; None if it can."""
+def call_problem(
+    call: ToolCall, schemas: dict[str, dict[str, Any]], route: str | None = None
+) -> str | None:
+    """Why this call cannot run, as a sentence the model can act on; None if it can.
+    With a route, a tool outside its group cannot run either."""
     name = call.get("name") or ""
     if name not in schemas:
         known = ", ".join(sorted(schemas))
         return f"there is no tool named {name!r}. The tools are: {known}."
+    if route is not None and not in_group(route, name):
+        return (
+            f"{name} is not available for this request, which is a {route} request. "
+            "Tell the person what you would do instead, and they can ask for it."
+        )
     return schema_problem(name, call.get("args"), schemas[name])
 
 
@@ -98,12 +106,14 @@ def _validator(schema: dict[str, Any]) -> Any:
     return validator
 
 
-def writes_to_review(message: AIMessage, schemas: dict[str, dict[str, Any]]) -> list[ToolCall]:
+def writes_to_review(
+    message: AIMessage, schemas: dict[str, dict[str, Any]], route: str | None = None
+) -> list[ToolCall]:
     """The write calls a person must decide on: only those that could actually run."""
     return [
         call
         for call in message.tool_calls
-        if call["name"] in WRITE_TOOLS and call_problem(call, schemas) is None
+        if call["name"] in WRITE_TOOLS and call_problem(call, schemas, route) is None
     ]
 
 
@@ -292,10 +302,13 @@ def edited_preamble(call: ToolCall, edited_args: dict[str, Any]) -> str:
 
 
 def answer_without_running(
-    call: ToolCall, approvals: dict[str, Any], schemas: dict[str, dict[str, Any]]
+    call: ToolCall,
+    approvals: dict[str, Any],
+    schemas: dict[str, dict[str, Any]],
+    route: str | None = None,
 ) -> ToolMessage | None:
     """The ToolMessage for a call that must not run, or None when it should run."""
-    problem = call_problem(call, schemas)
+    problem = call_problem(call, schemas, route)
     if problem:
         return tool_message(call["id"], f"Error: {problem}", error=True)
     if call["name"] not in WRITE_TOOLS:
@@ -325,9 +338,22 @@ def cut_off_answer(call: ToolCall, why: str) -> ToolMessage:
     return tool_message(call["id"], text, error=True)
 
 
+# The error of a call whose reply was cut off at the reply limit: its arguments may be
+# missing their end however well they parse, so it never runs.
+CUT_CALL = "cut off by the reply limit"
+
+
 def answer_invalid_call(invalid: dict[str, Any]) -> ToolMessage:
     """A call the model emitted with unparseable arguments. The bad text is not echoed back."""
     name = invalid.get("name") or "a tool"
+    if invalid.get("error") == CUT_CALL:
+        return tool_message(
+            invalid["id"],
+            f"Error: your call to {name} was not run: your reply was cut off at the reply "
+            "limit before its arguments were complete. Make it again, smaller (a large file "
+            "can be written in parts with mode 'append').",
+            error=True,
+        )
     return tool_message(
         invalid["id"],
         f"Error: your call to {name} was not run because its arguments are not valid JSON. "

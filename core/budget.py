@@ -42,6 +42,12 @@ DEFAULT_THRESHOLD = 0.75
 MAX_REPLY_TOKENS = 1024
 SUMMARY_TOKENS = 300  # room kept for the summary; also the summary request's max_tokens
 
+# What the person can do about a request that cannot fit, said wherever it is refused.
+WHAT_TO_DO = (
+    "load the model with a larger context, pass --read-only (fewer tools), ask for something "
+    "smaller, or pass a smaller --max-tokens"
+)
+
 
 # -- estimates -----------------------------------------------------------------------------
 
@@ -193,8 +199,8 @@ class CompactionPlan:
         return (
             f"the smallest request is ~{self.minimum} tokens ({self.fixed_tokens} of them "
             f"system prompt and tools) but the model's context is {self.context_length} "
-            f"tokens with {self.context_length - self.limit} kept for the reply: load the "
-            "model with a larger context, or pass a smaller --max-tokens"
+            f"tokens with {self.context_length - self.limit} kept for the reply: "
+            f"{WHAT_TO_DO}"
         )
 
 

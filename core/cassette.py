@@ -1,10 +1,11 @@
 """Record a session's model traffic, and replay it without a server.
 
-A cassette is JSON lines: a header, then one line per model call with the request's
-essentials (which tools were offered, the last thing the person said, which tool calls were
-answered and how) and the model's full response. `--record` writes one while talking to LM
-Studio; `--replay` answers from one, in order, and stops at the first request that is not the
-one recorded, so a regression run cannot drift silently.
+A cassette is JSON lines: a header (the model and its context length), then one line per
+model call with the request's essentials (which tools were offered, the last thing the person
+said, which tool calls were answered and how) and the model's full response, with what the
+server counted (its usage) and why it stopped, which the context budget reads. `--record`
+writes one while talking to LM Studio; `--replay` answers from one, in order, and stops at the
+first request that is not the one recorded, so a regression run cannot drift silently.
 """
 
 from __future__ import annotations
@@ -21,6 +22,7 @@ from langchain_core.outputs import ChatGeneration, ChatResult
 from langchain_core.utils.function_calling import convert_to_openai_tool
 
 from core.errors import ReplayMismatch, StartupError
+from core.replies import REASONING_KEY
 
 CASSETTE_FORMAT = 1
 
@@ -39,7 +41,7 @@ def request_essentials(messages: Sequence[BaseMessage], tool_names: Sequence[str
 
 
 def response_record(message: AIMessage) -> dict:
-    return {
+    record: dict[str, Any] = {
         "content": message.content if isinstance(message.content, str) else str(message.content),
         "tool_calls": [
             {"id": c["id"], "name": c["name"], "args": c["args"]} for c in message.tool_calls
@@ -54,15 +56,35 @@ def response_record(message: AIMessage) -> dict:
             for c in message.invalid_tool_calls
         ],
     }
+    reasoning = message.additional_kwargs.get(REASONING_KEY)
+    if reasoning:
+        record["reasoning"] = reasoning
+    if message.usage_metadata:
+        usage = message.usage_metadata
+        record["usage"] = {key: usage[key] for key in ("input_tokens", "output_tokens")}
+    finish = message.response_metadata.get("finish_reason")
+    if finish:
+        record["finish_reason"] = finish
+    return record
 
 
 def message_from_record(record: dict) -> AIMessage:
+    usage = record.get("usage")
     return AIMessage(
         content=record.get("content", ""),
         tool_calls=[{**call, "type": "tool_call"} for call in record.get("tool_calls", [])],
         invalid_tool_calls=[
             {**call, "type": "invalid_tool_call"} for call in record.get("invalid_tool_calls", [])
         ],
+        additional_kwargs={REASONING_KEY: record["reasoning"]} if record.get("reasoning") else {},
+        usage_metadata=(
+            {**usage, "total_tokens": usage["input_tokens"] + usage["output_tokens"]}
+            if usage
+            else None
+        ),
+        response_metadata=(
+            {"finish_reason": record["finish_reason"]} if record.get("finish_reason") else {}
+        ),
     )
 
 
@@ -73,12 +95,16 @@ class Recorder(BaseCallbackHandler):
     """Writes each finished model call to the cassette as it happens, so a run that is cut
     off still leaves every completed step on disk."""
 
-    def __init__(self, path: Path, model: str) -> None:
+    def __init__(self, path: Path, model: str, context_length: int | None = None) -> None:
         self.path = path
         self.pending: dict[Any, dict] = {}
         self.steps = 0
+        header: dict[str, Any] = {"fsagent_cassette": CASSETTE_FORMAT, "model": model}
+        if context_length:
+            # A replay budgets (and compacts) its requests as the recorded run did.
+            header["context_length"] = context_length
         with path.open("w", encoding="utf-8") as file:
-            file.write(json.dumps({"fsagent_cassette": CASSETTE_FORMAT, "model": model}) + "\n")
+            file.write(json.dumps(header) + "\n")
 
     def on_chat_model_start(
         self, serialized: Any, messages: list[list[BaseMessage]], *, run_id: Any, **kwargs: Any
@@ -101,8 +127,9 @@ class Recorder(BaseCallbackHandler):
 # --- replaying -------------------------------------------------------------------------------
 
 
-def load_cassette(path: Path) -> tuple[str, list[dict]]:
-    """The model name and the recorded steps; a file that is not a cassette is a clear error."""
+def load_cassette(path: Path) -> tuple[dict, list[dict]]:
+    """The header (model, context_length) and the recorded steps; a file that is not a
+    cassette is a clear error."""
     try:
         lines = [json.loads(line) for line in path.read_text(encoding="utf-8").splitlines() if line]
     except OSError as error:
@@ -114,7 +141,7 @@ def load_cassette(path: Path) -> tuple[str, list[dict]]:
             f"--replay {path}: not an fsagent cassette (format {CASSETTE_FORMAT}); "
             "record one with --record"
         )
-    return str(lines[0].get("model", "replay")), lines[1:]
+    return lines[0], lines[1:]
 
 
 def describe_difference(expected: dict, actual: dict) -> str | None:

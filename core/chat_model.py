@@ -1,4 +1,5 @@
-"""The client that talks to LM Studio's chat model."""
+"""The client that talks to LM Studio's chat model (or llama.cpp's, or any OpenAI-compatible
+server's)."""
 
 from __future__ import annotations
 
@@ -6,9 +7,12 @@ from typing import Any
 
 from langchain_openai import ChatOpenAI
 
+from core.replies import REASONING_FIELDS, REASONING_KEY
+
 
 class PlainJSONChatOpenAI(ChatOpenAI):
-    """ChatOpenAI, sending the messages and tools as the plain JSON they already are.
+    """ChatOpenAI, sending the messages and tools as the plain JSON they already are, and
+    keeping what local servers send that ChatOpenAI does not read.
 
     The openai client walks every request body through a type-driven transform before it
     sends it; with the whole history in every request, that walk was about half of our CPU
@@ -19,13 +23,38 @@ class PlainJSONChatOpenAI(ChatOpenAI):
     def _get_request_payload(self, input_: Any, *, stop: Any = None, **kwargs: Any) -> dict:
         payload = super()._get_request_payload(input_, stop=stop, **kwargs)
         plain = {key: payload.pop(key) for key in ("messages", "tools") if key in payload}
+        # ChatOpenAI renames the reply limit to OpenAI's newer max_completion_tokens; LM
+        # Studio documents only max_tokens (llama.cpp reads both), so send the one all read.
+        if "max_completion_tokens" in payload:
+            plain["max_tokens"] = payload.pop("max_completion_tokens")
         payload["extra_body"] = {**(payload.get("extra_body") or {}), **plain}
         payload["messages"] = []  # required by the client's signature; extra_body wins
         return payload
 
+    def _convert_chunk_to_generation_chunk(
+        self, chunk: dict, default_chunk_class: type, base_generation_info: dict | None
+    ) -> Any:
+        """A streamed delta, with the reasoning text ChatOpenAI would drop kept in the
+        message's additional_kwargs (merged like any other string as chunks add up)."""
+        generation = super()._convert_chunk_to_generation_chunk(
+            chunk, default_chunk_class, base_generation_info
+        )
+        choices = chunk.get("choices") or []
+        if generation is None or not choices:
+            return generation
+        delta = choices[0].get("delta") or {}
+        thought = next((delta[f] for f in REASONING_FIELDS if isinstance(delta.get(f), str)), "")
+        if thought:
+            generation.message.additional_kwargs[REASONING_KEY] = thought
+        return generation
+
 
 def make_chat_model(
-    base_url: str, model: str, callbacks: list[Any] | None = None
+    base_url: str,
+    model: str,
+    callbacks: list[Any] | None = None,
+    *,
+    max_tokens: int | None = None,
 ) -> PlainJSONChatOpenAI:
     return PlainJSONChatOpenAI(
         callbacks=callbacks,
@@ -33,6 +62,10 @@ def make_chat_model(
         api_key="lm-studio",  # LM Studio ignores the key, the client insists on one
         model=model,
         streaming=True,
+        # Neither LM Studio nor llama.cpp sends usage in a stream unless asked: the server's
+        # own count of a request is what the context budget trusts.
+        stream_usage=True,
+        max_tokens=max_tokens,  # a small model can loop until its context is full
         temperature=0,
         max_retries=0,  # a local server that is down stays down; say so at once
         timeout=600,

@@ -6,7 +6,8 @@ import sys
 
 from langgraph.errors import GraphRecursionError
 
-from core.model_list import unreachable_message
+from core.errors import ContextTooSmall
+from core.models import unreachable_message
 from core.text import clip
 
 
@@ -20,6 +21,8 @@ def describe_error(error: BaseException, base_url: str) -> str:
         if isinstance(error, openai.APIStatusError):
             detail = clip(str(error.message), 200)
             return f"LM Studio at {base_url} answered {error.status_code}: {detail}"
+    if isinstance(error, ContextTooSmall):
+        return str(error)
     if isinstance(error, GraphRecursionError):
         return "the request took too many steps and was stopped; ask for something smaller"
     return f"{type(error).__name__}: {clip(str(error), 200)} (run with --verbose for details)"

@@ -13,3 +13,9 @@ class ThreadError(Exception):
 
 class ReplayMismatch(Exception):
     """A --replay run asked the model something the cassette did not record (exit code 4)."""
+
+
+class ContextTooSmall(Exception):
+    """Even the smallest request (system prompt, tools, summary and the latest request) does
+    not fit the model's context; the message is one line with the numbers and what to do.
+    Nothing was sent and the thread is as it was."""

@@ -26,6 +26,14 @@ class TextDelta:
 
 
 @dataclass(frozen=True)
+class Reasoning:
+    """A piece of a reasoning model's thinking as it streams: shown apart from the answer
+    (dimmed at a terminal), never part of it, never sent back to the model."""
+
+    text: str
+
+
+@dataclass(frozen=True)
 class Answer:
     """A finished model message's text (streamed already as TextDelta, unless it is one of
     ours, such as the step limit's)."""
@@ -69,6 +77,31 @@ class Decision:
 
 
 @dataclass(frozen=True)
+class ReplyCut:
+    """The model's reply was cut off at the reply limit (`limit` tokens, 0 when unknown);
+    the model is told so too, and any call in it was not run."""
+
+    limit: int
+
+
+@dataclass(frozen=True)
+class Compacted:
+    """Older messages were replaced, in what the model is sent, by a summary it wrote; the
+    thread keeps them all. `summarised` messages went into the summary this time, which now
+    stands for `covered` messages; `kept` are sent as they are. Tokens are estimates of the
+    request before and after. `why`: budget (it would not have fit), overflow (the server
+    refused it) or requested (/compact)."""
+
+    summarised: int
+    covered: int
+    kept: int
+    tokens_before: int
+    tokens_after: int
+    context_length: int | None
+    why: str
+
+
+@dataclass(frozen=True)
 class Paused:
     """The run stopped for approval: `payload` is the approval contract's (DESIGN.md)."""
 
@@ -93,4 +126,17 @@ class Failed:
     fatal: bool = False
 
 
-Event = Route | TextDelta | Answer | ToolCall | ToolResult | Decision | Paused | Undone | Failed
+Event = (
+    Route
+    | TextDelta
+    | Reasoning
+    | Answer
+    | ToolCall
+    | ToolResult
+    | Decision
+    | ReplyCut
+    | Compacted
+    | Paused
+    | Undone
+    | Failed
+)

@@ -70,6 +70,15 @@ class ModelChoice:
     server: str
 
 
+def unreachable_message(base_url: str) -> str:
+    """The one line for a server that does not answer (ServerUnreachable, or a connection
+    lost later)."""
+    return (
+        f"cannot reach LM Studio at {base_url}: start LM Studio's local server "
+        "(Developer tab > Start Server) or pass --base-url"
+    )
+
+
 class ModelChoiceError(Exception):
     """The server is there but offers no model we can use; the message is one line."""
 
@@ -314,3 +323,19 @@ def _choose_listed(models: list[_Listed], requested: str | None, base: str) -> _
             f"the server at {base} lists no chat model: load one, or pass --model NAME"
         )
     return chat[0]
+
+
+HEALTH_SECONDS = 5.0
+
+
+async def server_problem(base_url: str) -> str | None:
+    """Why LM Studio cannot be reached at `base_url` now; None when it lists its models
+    (`fsagent serve`'s /healthz)."""
+    try:
+        async with httpx.AsyncClient(timeout=HEALTH_SECONDS) as client:
+            response = await client.get(f"{base_url}/models")
+            response.raise_for_status()
+            response.json()
+    except (httpx.HTTPError, ValueError):
+        return unreachable_message(base_url)
+    return None

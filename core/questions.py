@@ -65,6 +65,13 @@ def ask_person_tool() -> BaseTool:
     )
 
 
+def with_ask_person(tools: list[BaseTool]) -> list[BaseTool]:
+    """`tools` and ask_person, which the model may always call (once, whoever adds it)."""
+    if any(tool.name == ASK_PERSON for tool in tools):
+        return list(tools)
+    return [*tools, ask_person_tool()]
+
+
 def questions_to_ask(message: AIMessage, schemas: dict[str, dict[str, Any]]) -> list[ToolCall]:
     """The ask_person calls of a model message that can be asked (valid arguments)."""
     return [

@@ -1,27 +1,36 @@
-"""The prebuilt read-only agent (`--read-only`): a ReAct agent over read tools only, so
-nothing in it can change a file. Its thread is stored the same way as the approval graph's."""
+"""The read-only agent (`--read-only`): a model and the read tools in a loop, so nothing in
+it can change a file. Its thread is stored the same way as the approval graph's, and its
+requests are built and kept within the context the same way (core.context).
+
+agent ─► tools (any call) ─► agent ... ─► END (a reply without calls)
+"""
 
 from __future__ import annotations
 
 from typing import Annotated, Any, TypedDict
 
-from langchain_core.language_models.chat_models import BaseChatModel
-from langchain_core.messages import AnyMessage, ToolMessage
+from langchain_core.messages import AIMessage, AnyMessage, HumanMessage, ToolMessage
+from langchain_core.runnables import RunnableConfig
 from langchain_core.tools import BaseTool
 from langgraph.channels.delta import DeltaChannel
 from langgraph.checkpoint.base import BaseCheckpointSaver
+from langgraph.graph import END, START, StateGraph
 from langgraph.graph.state import CompiledStateGraph
-from langgraph.managed import RemainingSteps
-from langgraph.prebuilt import ToolNode, create_react_agent
+from langgraph.prebuilt import ToolNode
 
-from core.messages import append_messages, content_text
-from core.prompts import SYSTEM_PROMPT
+from core.approval import answer_invalid_call, new_id
+from core.context import ContextKeeper, announce_compaction
+from core.messages import append_messages, content_text, last_ai_message
+from core.replies import mark_cut, was_cut
+from core.summary import Summary
+from core.threads import MAX_MODEL_CALLS_PER_TURN
 from core.tool_groups import ALLOWED_TOOLS
 
 
 class ReadOnlyState(TypedDict, total=False):
     messages: Annotated[list[AnyMessage], DeltaChannel(append_messages)]
-    remaining_steps: RemainingSteps
+    model_calls: int
+    summary: dict[str, Any]  # as in the approval graph's state
 
 
 async def text_results(request: Any, execute: Any) -> Any:
@@ -33,14 +42,64 @@ async def text_results(request: Any, execute: Any) -> Any:
     return message
 
 
+def read_tools(tools: list[BaseTool]) -> list[BaseTool]:
+    return [tool for tool in tools if tool.name in ALLOWED_TOOLS]
+
+
 def build_read_only_agent(
-    model: BaseChatModel, tools: list[BaseTool], checkpointer: BaseCheckpointSaver[Any]
+    context: ContextKeeper,
+    tools: list[BaseTool],
+    checkpointer: BaseCheckpointSaver[Any],
+    max_model_calls: int = MAX_MODEL_CALLS_PER_TURN,
 ) -> CompiledStateGraph:
-    read_tools = [tool for tool in tools if tool.name in ALLOWED_TOOLS]
-    return create_react_agent(
-        model,
-        ToolNode(read_tools, awrap_tool_call=text_results),
-        prompt=SYSTEM_PROMPT,
-        checkpointer=checkpointer,
-        state_schema=ReadOnlyState,
-    )
+    """context must offer only read tools (core.tool_schemas.offered_tools with
+    ALLOWED_TOOLS); tools are the loaded ones, of which only the read tools can run."""
+    run_tool = ToolNode(read_tools(tools), awrap_tool_call=text_results)
+
+    async def agent(state: ReadOnlyState) -> dict[str, Any]:
+        messages = state.get("messages", [])
+        # A turn starts with the person's message: the count starts again.
+        new_turn = bool(messages) and isinstance(messages[-1], HumanMessage)
+        calls = 0 if new_turn else state.get("model_calls", 0)
+        if calls >= max_model_calls:
+            stop = AIMessage(
+                content=f"Stopped: this request used {max_model_calls} model calls without "
+                "finishing. Say how to go on, or ask for something smaller.",
+                id=new_id("ai"),
+            )
+            return {"messages": [stop]}
+        summary = Summary.from_state(state.get("summary"))
+        sent = await context.send(messages, summary, on_compacted=announce_compaction)
+        response = sent.response
+        if was_cut(response):
+            response = mark_cut(response, context.max_tokens)
+        response.id = new_id("ai")
+        for invalid in response.invalid_tool_calls:
+            invalid["id"] = invalid.get("id") or new_id("call")
+        update: dict[str, Any] = {"messages": [response], "model_calls": calls + 1}
+        if sent.compacted is not None:
+            update["summary"] = sent.compacted.as_state()
+        return update
+
+    async def tools_step(state: ReadOnlyState, config: RunnableConfig) -> dict[str, Any]:
+        message = last_ai_message(state.get("messages", []))
+        assert message is not None, "tools is only reached after a model message"
+        results: list[Any] = []
+        if message.tool_calls:
+            results += (await run_tool.ainvoke({"messages": [message]}, config))["messages"]
+        results += [answer_invalid_call(call) for call in message.invalid_tool_calls]
+        return {"messages": results}
+
+    def after_agent(state: ReadOnlyState) -> str:
+        message = last_ai_message(state.get("messages", []))
+        if message is None or not (message.tool_calls or message.invalid_tool_calls):
+            return END
+        return "tools"
+
+    graph = StateGraph(ReadOnlyState)
+    graph.add_node("agent", agent)
+    graph.add_node("tools", tools_step)
+    graph.add_edge(START, "agent")
+    graph.add_conditional_edges("agent", after_agent, ["tools", END])
+    graph.add_edge("tools", "agent")
+    return graph.compile(checkpointer=checkpointer)

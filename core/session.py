@@ -1,10 +1,11 @@
 """A thread, as a front-end drives it: start a turn, stream its events, pause for approval,
 resume with decisions, close a run that was cut off, the thread's grants, and undo.
 
-A front-end iterates a run (`turn`, `resume`, `finish_cut_off_run`) and shows its events; the
-last event of a run that paused is `Paused`. A run that fails yields `Failed` and leaves the
-thread consistent. A run the front-end cancels (Ctrl-C, a client gone, SIGTERM) raises
-CancelledError out of the iteration; the front-end then calls `close_cut_off_run`.
+A front-end iterates a run (`turn`, `resume`, `finish_cut_off_run`, `compact`) and shows
+its events; the last event of a run that paused is `Paused`. A run that fails yields `Failed`
+and leaves the thread consistent. A run the front-end cancels (Ctrl-C, a client gone,
+SIGTERM) raises CancelledError out of the iteration; the front-end then calls
+`close_cut_off_run`.
 """
 
 from __future__ import annotations
@@ -18,12 +19,15 @@ from langgraph.graph.state import CompiledStateGraph
 from langgraph.types import Command
 
 from core import events
-from core.approval import describe_grant, new_id
+from core.approval import CUT_CALL, describe_grant, new_id
+from core.context import COMPACTED, ContextKeeper
 from core.error_lines import describe_error
-from core.errors import ReplayMismatch
+from core.errors import ContextTooSmall, ReplayMismatch
 from core.messages import content_text
 from core.policy import Grant
 from core.preview import preview, undo_note
+from core.replies import CUT_KEY, REASONING_KEY, ThinkSplitter, cut_note
+from core.summary import Summary
 from core.threads import (
     PERSON_UPDATE,
     ThreadView,
@@ -58,6 +62,7 @@ class ThreadSession:
         *,
         base_url: str,
         tools: list[BaseTool] | None = None,
+        context: ContextKeeper | None = None,
         verbose: bool = False,
     ) -> None:
         self.app = app
@@ -65,10 +70,13 @@ class ThreadSession:
         self.store = store
         self.base_url = base_url
         self.tools = {tool.name: tool for tool in tools or []}
+        self.context = context
         self.verbose = verbose
         self.config = run_config(thread)
         self.paused_on: dict[str, Any] | None = None  # the approval or question it stopped at
         self._call_names: dict[str, str] = {}
+        self._splitters: dict[str, ThinkSplitter] = {}  # per node: <think> in streamed text
+        self._compactions_shown = 0  # the count of the last summary reported
 
     # -- reading the thread ----------------------------------------------------------------------
 
@@ -89,7 +97,11 @@ class ThreadSession:
     # -- runs ------------------------------------------------------------------------------------
 
     def turn(self, text: str) -> AsyncIterator[events.Event]:
-        """A new request from the person."""
+        """A new request from the person. One that could not fit the model's context even
+        alone is refused before anything is stored or sent."""
+        too_big = self.context.check_new_request(text) if self.context else None
+        if too_big is not None:
+            return _refused(too_big)
         return self.run({"messages": [HumanMessage(content=text, id=new_id("human"))]})
 
     def resume(self, decisions: dict[str, Any]) -> AsyncIterator[events.Event]:
@@ -107,7 +119,10 @@ class ThreadSession:
         self.paused_on = None
         try:
             async for mode, chunk in self.app.astream(
-                graph_input, self.config, stream_mode=["updates", "messages"], durability="sync"
+                graph_input,
+                self.config,
+                stream_mode=["updates", "messages", "custom"],
+                durability="sync",
             ):
                 for event in self._events(mode, chunk):
                     yield event
@@ -121,6 +136,37 @@ class ThreadSession:
             return
         if self.paused_on is not None:
             yield events.Paused(self.paused_on)
+
+    async def compact(self) -> AsyncIterator[events.Event]:
+        """Summarise the older turns now (`/compact`): the summary is stored in the thread
+        and sent in their place from the next request on. Only for a thread that waits on
+        nothing; yields one Compacted event (summarised=0 when there was nothing to do)."""
+        if self.context is None:
+            return
+        snapshot = await self.app.aget_state(self.config)
+        values = snapshot.values or {}
+        messages = list(values.get("messages") or [])
+        summary = Summary.from_state(values.get("summary"))
+        try:
+            made = await self.context.compact(messages, summary, why="requested", target=0)
+        except ContextTooSmall as error:
+            yield events.Failed(str(error))
+            return
+        except Exception as error:
+            if self.verbose or isinstance(error, ReplayMismatch):
+                yield events.Failed(str(error), fatal=True)
+                raise
+            yield events.Failed(describe_error(error, self.base_url))
+            return
+        if made is None:
+            covered = summary.covers if summary else 0
+            yield events.Compacted(0, covered, len(messages) - covered, 0, 0, self._ctx(), "")
+            return
+        # Recorded as an update by a node that leads to END, so it schedules nothing.
+        await self.app.aupdate_state(
+            self.config, {"summary": made.as_state()}, as_node=PERSON_UPDATE
+        )
+        yield self._compacted(made)
 
     async def close_cut_off_run(self, why: str) -> list[events.ToolResult]:
         """Store an answer for every call a cut-off run left without one, so the thread is
@@ -201,22 +247,65 @@ class ThreadSession:
     # -- from graph updates to events --------------------------------------------------------------
 
     def _events(self, mode: str, chunk: Any) -> Iterator[events.Event]:
+        if mode == "custom":
+            if isinstance(chunk, dict):
+                yield from self._new_summary(chunk.get(COMPACTED))
+            return
         if mode == "messages":
             message, meta = chunk
-            if _is_model_text(message, str(meta.get("langgraph_node", ""))):
-                yield events.TextDelta(message.content)
+            node = str(meta.get("langgraph_node", ""))
+            if _is_model_reply(message, node):
+                yield from self._streamed(node, message)
             return
         for node, update in chunk.items():
             if node == "__interrupt__":
                 self.paused_on = approval_among(update)
             else:
+                yield from self._flush(node)
                 yield from self._step(node, update)
 
+    def _streamed(self, node: str, chunk: AIMessageChunk) -> Iterator[events.Event]:
+        """A piece of a reply: its reasoning and its answer, told apart as they arrive."""
+        thought = chunk.additional_kwargs.get(REASONING_KEY)
+        if isinstance(thought, str) and thought:
+            yield events.Reasoning(thought)
+        if isinstance(chunk.content, str) and chunk.content:
+            splitter = self._splitters.setdefault(node, ThinkSplitter())
+            yield from _pieces(*splitter.feed(chunk.content))
+
+    def _flush(self, node: str) -> Iterator[events.Event]:
+        splitter = self._splitters.pop(node, None)
+        if splitter is not None:
+            yield from _pieces(*splitter.flush())
+
+    def _ctx(self) -> int | None:
+        budget = self.context.budget if self.context else None
+        return budget.context_length if budget else None
+
+    def _new_summary(self, value: Any) -> Iterator[events.Event]:
+        """A compaction, reported once: as it is made, or when its step ends."""
+        made = Summary.from_state(value)
+        if made is not None and made.count != self._compactions_shown:
+            self._compactions_shown = made.count
+            yield self._compacted(made)
+
+    def _compacted(self, summary: Summary) -> events.Compacted:
+        return events.Compacted(
+            summarised=summary.summarised,
+            covered=summary.covers,
+            kept=summary.kept,
+            tokens_before=summary.before,
+            tokens_after=summary.after,
+            context_length=self._ctx(),
+            why=summary.why,
+        )
+
     def _step(self, node: str, update: Any) -> Iterator[events.Event]:
-        """What one step added: the route, decisions made without a person, tool calls,
-        results and the model's text."""
+        """What one step added: a compaction, the route, decisions made without a person,
+        tool calls, results and the model's text."""
         if not isinstance(update, dict):
             return
+        yield from self._new_summary(update.get("summary"))
         if node == "router" and "route" in update:
             yield events.Route(update["route"])
         if node in ("approve", "ask"):
@@ -231,8 +320,14 @@ class ThreadSession:
                 yield self._result(message)
 
     def _model_message(self, message: AIMessage) -> Iterator[events.Event]:
-        if message.content:
-            yield events.Answer(str(message.content))
+        text = content_text(message.content)
+        cut = message.additional_kwargs.get(CUT_KEY)
+        if cut is not None:  # the note is for the model; the person gets ReplyCut
+            text = text.removesuffix(cut_note(int(cut))).rstrip()
+        if text:
+            yield events.Answer(text)
+        if cut is not None:
+            yield events.ReplyCut(int(cut))
         for call in message.tool_calls:
             self._call_names[call["id"]] = call["name"]
             yield events.ToolCall(call["id"], call["name"], call["args"])
@@ -240,7 +335,8 @@ class ThreadSession:
             name = invalid.get("name") or "?"
             call_id = invalid.get("id") or ""
             self._call_names[call_id] = name
-            yield events.ToolCall(call_id, name, None, error="arguments are not valid JSON")
+            error = CUT_CALL if invalid.get("error") == CUT_CALL else "arguments are not valid JSON"
+            yield events.ToolCall(call_id, name, None, error=error)
 
     def _result(self, message: ToolMessage) -> events.ToolResult:
         return events.ToolResult(
@@ -265,12 +361,19 @@ def automatic_decisions(approvals: dict[str, Any]) -> Iterator[events.Decision]:
         )
 
 
-def _is_model_text(message: Any, node: str) -> bool:
-    """Tokens of a model reply as they stream: not the router's one word, and not whole
-    messages (LangGraph also emits those when a node returns them)."""
-    return (
-        isinstance(message, AIMessageChunk)
-        and node != "router"
-        and isinstance(message.content, str)
-        and bool(message.content)
-    )
+def _is_model_reply(message: Any, node: str) -> bool:
+    """Pieces of a model reply as they stream: not the router's one word, and not whole
+    messages (LangGraph also emits those when a node returns them). Summaries are asked for
+    with LangGraph's `nostream` tag, so they never arrive here."""
+    return isinstance(message, AIMessageChunk) and node != "router"
+
+
+def _pieces(reasoning: str, answer: str) -> Iterator[events.Event]:
+    if reasoning:
+        yield events.Reasoning(reasoning)
+    if answer:
+        yield events.TextDelta(answer)
+
+
+async def _refused(line: str) -> AsyncIterator[events.Event]:
+    yield events.Failed(line)

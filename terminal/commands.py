@@ -21,6 +21,7 @@ from core.errors import StartupError, ThreadError
 from core.messages import content_text
 from core.questions import QUESTION_KIND
 from core.session import ThreadSession
+from core.summary import Summary
 from core.text import format_call, format_result
 from core.threads import (
     IDLE,
@@ -95,6 +96,15 @@ async def show_thread(app: CompiledStateGraph, name: str) -> int:
         elif isinstance(message, ToolMessage):
             mark = "✗ " if message.status == "error" else ""
             print(f"← {mark}{format_result(content_text(message.content))}")
+    summary = Summary.from_state(((view.snapshot and view.snapshot.values) or {}).get("summary"))
+    if summary is not None:
+        # Every message is above; this is what the model is sent in place of the older ones.
+        print(
+            f"The model is sent this summary in place of the first {summary.covers} messages "
+            f"(compacted {summary.count} times):"
+        )
+        for line in summary.text.splitlines():
+            print(f"  {line}")
     if view.waiting:
         print("Waiting for approval of:")
         for line in call_lines(view, "  "):

@@ -56,6 +56,7 @@ class Terminal:
     out: TextIO = field(default_factory=lambda: sys.stdout)
     piped: bool = field(default_factory=lambda: not sys.stdin.isatty())
     streaming: bool = False  # in the middle of a line of model text
+    thinking: bool = False  # in the middle of the model's reasoning
     color: bool = field(default_factory=lambda: screen_kind() != "plain")
     # Where `event()` records what happened, for --transcript; None records nothing.
     transcript: TextIO | None = None
@@ -80,16 +81,34 @@ class Terminal:
 
     def stream(self, text: str) -> None:
         """A piece of the model's text, written as it came."""
+        if self.thinking:
+            self.end_stream()
         if not self.streaming:
             self.out.write("agent> ")
             self.streaming = True
         self.out.write(text)
         self.out.flush()
 
+    def stream_reasoning(self, text: str) -> None:
+        """The model's thinking as it streams: on its own lines, dimmed on a terminal."""
+        if not self.thinking:
+            self.end_stream()
+            self.out.write(self.dim("thinking> "))
+            self.streaming = self.thinking = True
+        self.out.write(self.dim(text))
+        self.out.flush()
+
+    def dim(self, text: str) -> str:
+        # Each line of each piece closes its own style, so the terminal is never left dimmed
+        # and no colour runs on past a line's end.
+        if not self.color:
+            return text
+        return "\n".join(f"\x1b[2m{line}\x1b[0m" if line else line for line in text.split("\n"))
+
     def end_stream(self) -> None:
         if self.streaming:
             self.out.write("\n")
-            self.streaming = False
+            self.streaming = self.thinking = False
 
     def answer(self, text: str) -> None:
         """A whole message of ours (the step limit's), not streamed by the model."""

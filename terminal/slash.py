@@ -21,7 +21,7 @@ from core.approval import describe_grant
 from core.policy import Grant
 from core.session import ThreadSession
 from terminal.console import Terminal
-from terminal.steps import StepPrinter
+from terminal.steps import StepPrinter, show_run
 
 QUIT: Literal["quit"] = "quit"
 # None: back to the prompt; QUIT: the session ends as `quit` ends it; a number: the session
@@ -120,6 +120,12 @@ async def revoke_grant(context: CommandContext, argument: str) -> Outcome:
         context.term.say(f"no grant {argument!r}; /grants lists them")
         return None
     context.term.say(f"Revoked: {gone}. It will be asked about again.")
+    return None
+
+
+@command("/compact", "summarise the older turns now, so the thread fits the model's context")
+async def compact(context: CommandContext, argument: str) -> Outcome:
+    await show_run(context.session, context.session.compact(), context.printer, "compacting")
     return None
 
 

@@ -1,6 +1,7 @@
 """A run at the person's terminal: its events on screen and in the transcript (the route, each
-tool call and its result, decisions made without asking, the model's text as it streams,
-errors), what it is doing now (a TTY's status line), and Ctrl-C, which cuts it off."""
+tool call and its result, decisions made without asking, the model's text and reasoning as
+they stream, a reply cut at the limit, a compaction, errors), what it is doing now (a TTY's
+status line), and Ctrl-C, which cuts it off."""
 
 from __future__ import annotations
 
@@ -17,24 +18,33 @@ from terminal.interrupts import Interrupted
 class StepPrinter:
     """Shows one thread's events; counts the errors, which make the exit code 1."""
 
-    def __init__(self, term: Terminal) -> None:
+    def __init__(self, term: Terminal, *, show_reasoning: bool = True) -> None:
         self.term = term
         self.errors = 0
+        self.show_reasoning = show_reasoning
+        self.streamed = False  # model text of the current reply was shown as it came
 
     def show(self, event: events.Event) -> None:
         term = self.term
         match event:
             case events.TextDelta(text):
                 term.stream(text)
+                self.streamed = True
+            case events.Reasoning(text):
+                # Never in the transcript: it is neither the answer nor something that ran.
+                if self.show_reasoning:
+                    term.stream_reasoning(text)
             case events.Route(route):
+                self.streamed = False  # a new turn: nothing of its reply shown yet
                 term.say(f"⇢ route: {route}")
                 term.event("route", route=route)
                 term.activity("thinking")
             case events.Answer(text):
                 # Model text was streamed already; our own messages (the step limit) were not.
-                if not term.streaming:
+                if not self.streamed:
                     term.answer(text)
                 term.end_stream()
+                self.streamed = False
                 term.event("answer", text=text)
             case events.ToolCall(_, tool, args, error) if error:
                 term.say(f"→ {tool}(…) ✗ {error}")
@@ -50,7 +60,16 @@ class StepPrinter:
                 term.activity("thinking")
             case events.Decision():
                 self.show_decision(event)
+            case events.ReplyCut(limit):
+                where = f"the {limit}-token reply limit" if limit else "the reply limit"
+                term.say(
+                    f"⚠ the reply was cut off at {where} (--max-tokens); any call in it was not run"
+                )
+                term.event("cut", limit=limit)
+            case events.Compacted():
+                self.show_compacted(event)
             case events.Failed(text, fatal):
+                self.streamed = False
                 if not fatal:
                     self.errors += 1
                     term.say(f"error: {text}")
@@ -77,6 +96,20 @@ class StepPrinter:
         )
         if decision.approved:
             self.term.activity(f"running {decision.tool}")
+
+    def show_compacted(self, event: events.Compacted) -> None:
+        term = self.term
+        if not event.summarised:
+            term.say("Nothing to compact: a summary would not be shorter than the older messages.")
+            return
+        of = f" of {event.context_length:,}" if event.context_length else ""
+        term.say(
+            f"⇣ compacted: {event.summarised} older messages summarised by the model "
+            f"(the summary now stands for {event.covered}); request ~{event.tokens_before:,} "
+            f"→ ~{event.tokens_after:,} tokens{of}. The thread keeps every message "
+            "(fsagent threads show)."
+        )
+        term.event("compacted", summarised=event.summarised, covered=event.covered, why=event.why)
 
 
 async def show_run(

@@ -33,6 +33,7 @@ class TtyTerminal(Terminal):
         self.console = Console(file=self.out, highlight=False, emoji=False, markup=False)
         self.live = LiveArea(self.console)
         self.working_depth = 0
+        self.reasoning = ""  # the model's thinking not yet printed: the end of its last line
 
     # -- lines out -------------------------------------------------------------------------------
 
@@ -47,10 +48,33 @@ class TtyTerminal(Terminal):
         if not self.working_depth:
             super().stream(text)  # model text outside a run: never, but never lost either
             return
+        self.end_reasoning()
         self.streaming = True
         self.live.add_answer(text)
 
+    def stream_reasoning(self, text: str) -> None:
+        """The model's thinking, dimmed above the live area, a whole line at a time."""
+        if not self.working_depth:
+            super().stream_reasoning(text)
+            return
+        if not self.thinking:
+            self.end_stream()
+            self.thinking = True
+            text = "thinking> " + text
+        *lines, self.reasoning = (self.reasoning + text).split("\n")
+        for line in lines:
+            self.live.print(self.dim(line))
+        self.live.status.start("thinking")
+
+    def end_reasoning(self) -> None:
+        if self.thinking and self.working_depth:
+            if self.reasoning:
+                self.live.print(self.dim(self.reasoning))
+            self.reasoning = ""
+            self.thinking = False
+
     def end_stream(self) -> None:
+        self.end_reasoning()
         if self.working_depth and self.streaming:
             self.live.end_answer()
             self.streaming = False

@@ -28,6 +28,8 @@ Flavours (`flavour=`) copy what each real server says besides chat completions:
   request naming a downloaded model that is not loaded loads it (LM Studio's JIT loading).
 - "llamacpp": llama-server. One model; `/props` (`default_generation_settings.n_ctx`),
   `/v1/models` with `meta.n_ctx_train`, `/health`; a `timings` object on every answer.
+  `props=False` leaves `/props` out, as a proxy in front of llama-server (llama-swap) or an
+  old build does: then nothing says the context it runs with.
 
 The catalogue (`models=`) takes plain ids or `FakeModel(id, type=, state=, context=)`.
 
@@ -289,6 +291,10 @@ class _Generation:
     step: Reply
     finish: str
     completion_tokens: int
+
+
+def _may_call_tools(request: dict[str, Any]) -> bool:
+    return bool(request.get("tools")) and request.get("tool_choice") != "none"
 
 
 def _limit_of(request: dict[str, Any]) -> int | None:
@@ -658,7 +664,8 @@ class FakeLLM:
 
     `script` is a list of steps (reply dicts or `(request) -> reply` callables) consumed one per
     chat request, or a single callable answering every request. With `auto_route` set, requests
-    without `tools` (the agent's router) get that text without consuming a step.
+    in which no tool may be called (the agent's router) get that text without consuming a
+    step.
 
     `models` are ids or `FakeModel`s; `flavour`, `context`, `slots` and `reasoning_key` are
     described in the module docstring.
@@ -676,6 +683,7 @@ class FakeLLM:
         context: int | None = None,
         slots: int = 1,
         reasoning_key: str = "reasoning_content",
+        props: bool = True,
     ) -> None:
         if flavour not in FLAVOURS:
             raise ValueError(f"flavour must be one of {', '.join(FLAVOURS)}, not {flavour!r}")
@@ -687,6 +695,7 @@ class FakeLLM:
         self.flavour = flavour
         self.context = context
         self.reasoning_key = reasoning_key
+        self.props = props
         self.exhausted = 0
         self._port = port
         self._log_path = Path(log_path) if log_path else None
@@ -752,7 +761,10 @@ class FakeLLM:
             return list(self._requests)
 
     def requests_with_tools(self) -> list[dict[str, Any]]:
-        return [r for r in self.requests if r.get("tools")]
+        """The requests in which the model may call a tool: tools offered, and tool_choice
+        not "none" (fsagent's router offers the tools too, for the prompt cache, but may not
+        call them)."""
+        return [r for r in self.requests if _may_call_tools(r)]
 
     @property
     def remaining(self) -> int:
@@ -950,7 +962,7 @@ class FakeLLM:
                 "meta": meta,
             }
             return 200, {"object": "list", "data": [entry]}
-        if path == "/props":
+        if path == "/props" and self.props:
             settings = {
                 "id": 0,
                 "id_task": -1,
@@ -977,7 +989,7 @@ class FakeLLM:
     def _next_step(self, request: dict[str, Any]) -> Reply:
         with self._lock:
             number = len(self._requests)
-            if self.auto_route is not None and not request.get("tools"):
+            if self.auto_route is not None and not _may_call_tools(request):
                 return _normalise(text(self.auto_route))
             if callable(self._script):
                 step: Step = self._script

@@ -10,6 +10,7 @@ import sys
 from pathlib import Path
 
 from conftest import REPO, Workspace, agent_env
+from core.prompts import ROUTE_QUESTION
 from fake_llm import FakeLLM, reply, text, tool_call
 
 OFFLINE = "http://127.0.0.1:9/v1"  # the discard port: nothing answers there
@@ -150,8 +151,15 @@ def test_record_keeps_what_the_model_was_asked(workspace: Workspace):
     header, *steps = (json.loads(line) for line in cassette.read_text().splitlines())
 
     assert header == {"fsagent_cassette": 1, "model": "fake-model"}
-    assert [s["request"]["last_user_text"] for s in steps] == ["add eggs"] * 4
-    assert steps[0]["request"]["tools"] == []  # the router is offered no tool
+    # The router asks its question after the person's words; the agent steps send them alone.
+    assert [s["request"]["last_user_text"] for s in steps] == [
+        f"add eggs\n\n{ROUTE_QUESTION}",
+        *["add eggs"] * 3,
+    ]
+    # Every request offers the same tools (the router may not call them), for the cache.
+    assert steps[0]["request"]["tools"] == steps[1]["request"]["tools"]
+    assert "write_file" in steps[0]["request"]["tools"]
+    assert steps[1]["response"]["usage"]["input_tokens"] > 0  # what the budget reads
     assert steps[2]["response"]["tool_calls"][0]["name"] == "write_file"
     assert steps[3]["request"]["answered"] == [
         {"id": steps[2]["response"]["tool_calls"][0]["id"], "status": "success"}

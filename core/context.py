@@ -1,0 +1,416 @@
+"""Every model request of a thread, built to fit the model's context and to extend the request
+before it byte for byte.
+
+A request is, in this order:
+
+- the tools: the same schemas in every request of the thread, whatever the route
+  (core.tool_schemas); a chat template puts them before the conversation, so a changed
+  list would make the server process the whole prompt again;
+- the system prompt, with the thread's summary when it has one;
+- the history the summary does not cover, as stored: each request from the person with its
+  route's note after it (core.prompts.ROUTE_NOTES), replies without their reasoning, a tool
+  result too large for the context cut with a note that says so;
+- for the router only, its question after the person's latest words.
+
+Nothing in it changes once sent, so request N+1 begins with request N and the server's
+prompt cache serves all but the new tokens, across route switches too.
+
+Keeping within the context: the server's count of the request that made the last reply (its
+usage) is the truth, and only the messages after that reply are estimated (core.budget).
+Past the budget's mark the older turns are replaced, in what is sent, by a summary the model
+writes; the summary is stored in the thread's state and reused by every later request, after
+a restart too, until the next compaction. The stored history is never changed. A request the
+server refuses as too long is compacted and sent once more.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from dataclasses import asdict, dataclass
+from typing import Any
+
+from langchain_core.language_models.chat_models import BaseChatModel
+from langchain_core.messages import (
+    AIMessage,
+    AnyMessage,
+    BaseMessage,
+    HumanMessage,
+    SystemMessage,
+    ToolMessage,
+)
+from langgraph.config import get_stream_writer
+from langgraph.constants import TAG_NOSTREAM
+
+from core.budget import (
+    CHARS_PER_TOKEN,
+    MESSAGE_OVERHEAD,
+    SUMMARY_PREFIX,
+    SUMMARY_TOKENS,
+    WHAT_TO_DO,
+    Budget,
+    default_max_tokens,
+    estimate_message,
+    estimate_messages,
+    estimate_text,
+    is_context_overflow,
+    overflow_sizes,
+    plan_compaction,
+)
+from core.errors import ContextTooSmall
+from core.messages import content_text, messages_for_model
+from core.prompts import ROUTE_NOTES, ROUTE_QUESTION, SYSTEM_PROMPT
+from core.replies import separate_reasoning, without_reasoning
+from core.summary import Summary, in_conversation, standalone, summary_text, trusted_replies
+from core.tool_schemas import schema_text
+
+ROUTE_KEY = "fsagent_route"  # a person's message's additional_kwargs: the route it was given
+COMPACTED = "compacted"  # the custom stream event of a compaction
+
+# Tool schemas are JSON, which tokenizers cut finer than prose: about 2 characters a token
+# (a real llama.cpp counted 2,900 tokens for 7,600 characters of schemas and prompt). Erring
+# high only compacts a little early until the server's first count replaces the estimate.
+SCHEMA_CHARS_PER_TOKEN = 2
+
+
+@dataclass(frozen=True)
+class Sent:
+    """A reply, and the summary the request was compacted with if it was."""
+
+    response: AIMessage
+    compacted: Summary | None
+
+
+class ContextKeeper:
+    """Builds a thread's requests, sends them, and keeps them within the context.
+
+    model makes the chat model (it is built at the first prompt); tools are the schemas every
+    request offers. budget is None while the context length is unknown: then nothing is
+    compacted until the server refuses a request and names its context.
+    """
+
+    def __init__(
+        self,
+        model: Callable[[], BaseChatModel],
+        tools: list[dict[str, Any]],
+        *,
+        budget: Budget | None,
+        max_tokens: int | None = None,
+        system_prompt: str = SYSTEM_PROMPT,
+    ) -> None:
+        self.model = model
+        self.tools = tools
+        self.budget = budget
+        self._max_tokens = max_tokens
+        self.system_prompt = system_prompt
+        self.tool_tokens = -(-len(schema_text(tools)) // SCHEMA_CHARS_PER_TOKEN) if tools else 0
+        self._bound: dict[str, Any] = {}
+
+    # -- the request ---------------------------------------------------------------------------
+
+    @property
+    def max_tokens(self) -> int | None:
+        """The reply limit every request carries: the budget's, once the context is known
+        (it may be learnt from an overflow answer)."""
+        return self.budget.max_tokens if self.budget is not None else self._max_tokens
+
+    @property
+    def fixed_tokens(self) -> int:
+        """The estimated fixed part: tools and the system prompt without a summary."""
+        return self.tool_tokens + MESSAGE_OVERHEAD + estimate_text(self.system_prompt)
+
+    def system_text(self, summary: Summary | None) -> str:
+        if summary is None:
+            return self.system_prompt
+        return f"{self.system_prompt}\n\n{SUMMARY_PREFIX}\n{summary.text}"
+
+    def visible(
+        self, messages: Sequence[AnyMessage], summary: Summary | None, *, result_cap: int | None
+    ) -> list[tuple[int, BaseMessage]]:
+        """The history the summary does not cover, each message as it is sent, with its
+        index in the history."""
+        shown = []
+        for index, message in enumerate(messages):
+            if summary is not None and index < summary.upto and message.id not in summary.held:
+                continue
+            shown.append((index, as_sent(message, result_cap)))
+        return shown
+
+    def request(
+        self,
+        messages: Sequence[AnyMessage],
+        summary: Summary | None,
+        *,
+        question: str | None = None,
+        result_cap: int | None = None,
+    ) -> list[BaseMessage]:
+        cap = self.result_cap() if result_cap is None else result_cap
+        history = [message for _, message in self.visible(messages, summary, result_cap=cap)]
+        request: list[BaseMessage] = [SystemMessage(self.system_text(summary))]
+        request += messages_for_model(history)  # type: ignore[arg-type]
+        if question is not None and isinstance(request[-1], HumanMessage):
+            latest = request[-1]
+            request[-1] = HumanMessage(
+                f"{content_text(latest.content)}\n\n{question}", id=latest.id
+            )
+        return request
+
+    def result_cap(self) -> int | None:
+        """The most tokens one tool result may take in a request: what the prompt limit
+        leaves after the fixed part, a summary and the turn's own messages."""
+        if self.budget is None:
+            return None
+        room = self.budget.prompt_limit - self.fixed_tokens - SUMMARY_TOKENS
+        return max(100, room * 9 // 10)
+
+    def estimate(
+        self,
+        request: Sequence[BaseMessage],
+        messages: Sequence[AnyMessage],
+        summary: Summary | None,
+    ) -> int:
+        """The request's prompt tokens: the server's count up to the last reply it made with
+        this summary, and estimates for what came after."""
+        trusted = trusted_replies(messages, summary)
+        for position in range(len(request) - 1, 0, -1):
+            message = request[position]
+            usage = getattr(message, "usage_metadata", None)
+            if isinstance(message, AIMessage) and message.id in trusted and usage:
+                known = int(usage.get("input_tokens") or 0) + int(usage.get("output_tokens") or 0)
+                return known + estimate_messages(request[position + 1 :])
+        return self.tool_tokens + estimate_messages(request)
+
+    # -- sending -------------------------------------------------------------------------------
+
+    async def send(
+        self,
+        messages: Sequence[AnyMessage],
+        summary: Summary | None,
+        *,
+        route_question: bool = False,
+        on_compacted: Callable[[Summary], None] | None = None,
+    ) -> Sent:
+        """One request with the thread's history: the router's (its question after the
+        latest words, no tool may be called) or an agent step's. on_compacted hears of a
+        compaction as soon as it is made, before the request is sent."""
+        question = ROUTE_QUESTION if route_question else None
+        choice = "none" if route_question else "auto"
+        compacted: Summary | None = None
+        request = self.request(messages, summary, question=question)
+        tokens = self.estimate(request, messages, summary)
+        if self.budget is not None and self.budget.needs_compaction(tokens):
+            made = await self.compact(messages, summary, why="budget", before=tokens)
+            if made is not None:
+                summary = compacted = made
+                if on_compacted is not None:
+                    on_compacted(made)
+        request = self.fitting_request(messages, summary, question)
+        try:
+            response = await self.bound(choice, self.max_tokens).ainvoke(request)
+        except Exception as error:
+            if not is_context_overflow(str(error)):
+                raise
+            self.learn_context(str(error))
+            made = await self.compact(
+                messages, summary, why="overflow", before=self.estimate(request, messages, summary)
+            )
+            if made is None:
+                tokens = self.estimate(request, messages, summary)
+                raise ContextTooSmall(self.too_small(tokens)) from error
+            summary = compacted = made
+            if on_compacted is not None:
+                on_compacted(made)
+            request = self.fitting_request(messages, summary, question)
+            response = await self.bound(choice, self.max_tokens).ainvoke(request)
+        return Sent(separate_reasoning(response), compacted)
+
+    def fitting_request(
+        self, messages: Sequence[AnyMessage], summary: Summary | None, question: str | None
+    ) -> list[BaseMessage]:
+        """The request, with tool results cut harder if it must; ContextTooSmall if even
+        that does not fit."""
+        request = self.request(messages, summary, question=question)
+        if self.budget is None:
+            return request
+        cap = self.result_cap()
+        tokens = self.estimate(request, messages, summary)
+        while tokens > self.budget.prompt_limit and cap is not None and cap > 100:
+            cap //= 2
+            request = self.request(messages, summary, question=question, result_cap=cap)
+            tokens = self.estimate(request, messages, summary)
+        if tokens > self.budget.prompt_limit:
+            raise ContextTooSmall(self.too_small(tokens))
+        return request
+
+    def bound(self, tool_choice: str, max_tokens: int | None = None) -> Any:
+        """The model with this thread's tools, made once per choice: every request offers the
+        same tools, the router's too (it may not call them)."""
+        key = f"{tool_choice}:{max_tokens}"
+        if key not in self._bound:
+            model = self.model()
+            runnable: Any = model.bind_tools(self.tools, tool_choice=tool_choice)
+            if max_tokens is not None:
+                runnable = runnable.bind(max_tokens=max_tokens)
+            self._bound[key] = runnable
+        return self._bound[key]
+
+    def learn_context(self, error_text: str) -> None:
+        """An overflow answer that names the context: believe it over what we were told."""
+        sizes = overflow_sizes(error_text)
+        if sizes is None:
+            return
+        _, context = sizes
+        if self.budget is not None and self.budget.context_length <= context:
+            return
+        reply = min(self.max_tokens or default_max_tokens(context), default_max_tokens(context))
+        self.budget = Budget.for_context(context, reply)
+        self._bound.clear()  # requests carry the new reply limit
+
+    def too_small(self, tokens: int) -> str:
+        budget = self.budget
+        if budget is None:
+            return (
+                f"this request does not fit the model's context: it needs ~{tokens} tokens "
+                f"({self.fixed_tokens} of them system prompt and tools): {WHAT_TO_DO}"
+            )
+        return (
+            f"this request does not fit the model's context: it needs ~{tokens} tokens "
+            f"({self.fixed_tokens} of them system prompt and tools) but the context is "
+            f"{budget.context_length} tokens with {budget.max_tokens} kept for the reply: "
+            f"{WHAT_TO_DO}"
+        )
+
+    def check_new_request(self, text: str) -> str | None:
+        """Why a new request from the person cannot fit even alone (with the fixed part and
+        a summary), or None if it can."""
+        if self.budget is None:
+            return None
+        tokens = self.fixed_tokens + SUMMARY_TOKENS
+        tokens += estimate_message(HumanMessage(text)) + estimate_text(ROUTE_QUESTION)
+        if tokens <= self.budget.prompt_limit:
+            return None
+        return self.too_small(tokens)
+
+    # -- compaction ----------------------------------------------------------------------------
+
+    async def compact(
+        self,
+        messages: Sequence[AnyMessage],
+        summary: Summary | None,
+        *,
+        why: str,
+        before: int | None = None,
+        target: int | None = None,
+    ) -> Summary | None:
+        """A new summary standing for the older turns (and the old summary), or None when
+        there is nothing older to summarise. The history is not changed. target: the
+        tokens to bring the request under (core.budget.plan_compaction's default if None;
+        0 summarises all it may)."""
+        budget = self.budget
+        if budget is None:  # the context is unknown: keep about half of what is there
+            request = self.request(messages, summary)
+            size = max(self.estimate(request, messages, summary), 4 * SUMMARY_TOKENS)
+            budget = Budget(size + SUMMARY_TOKENS, SUMMARY_TOKENS)
+        visible = self.visible(messages, summary, result_cap=self.result_cap())
+        shown = [message for _, message in visible]
+        fixed = self.fixed_tokens
+        plan = plan_compaction(shown, budget, fixed_tokens=fixed, target=target)
+        if not plan.summarise:
+            return None
+        if before is None:
+            before = self.estimate(self.request(messages, summary), messages, summary)
+        text = await self.summarise(visible, plan.summarise, summary, why)
+        upto = max(visible[i][0] for i in plan.summarise) + 1
+        held = tuple(str(visible[i][1].id) for i in plan.keep if visible[i][0] < upto)
+        made = Summary(
+            text=text,
+            upto=upto,
+            held=held,
+            made_at=len(messages),
+            count=(summary.count if summary else 0) + 1,
+            summarised=len(plan.summarise),
+            kept=len(plan.keep),
+            before=before,
+            after=0,
+            why=why,
+        )
+        after = self.estimate(self.request(messages, made), messages, made)
+        return Summary(**{**asdict(made), "after": after})
+
+    async def summarise(
+        self,
+        visible: list[tuple[int, BaseMessage]],
+        summarised: Sequence[int],
+        summary: Summary | None,
+        why: str,
+    ) -> str:
+        """The model's summary of the summarised messages and the old summary.
+
+        Asked within the conversation when that fits (the server's cache already holds that
+        prefix, so only the question is new); else, and after an overflow, on its own, with
+        the messages as a clipped transcript.
+        """
+        prefix = [message for _, message in visible[: max(summarised) + 1]]
+        if why != "overflow":
+            request = in_conversation(self.system_text(summary), prefix)
+            tokens = self.tool_tokens + estimate_messages(request)
+            room = self.budget.context_length - SUMMARY_TOKENS if self.budget else None
+            if room is None or tokens <= room:
+                try:
+                    response = await self.bound("none", SUMMARY_TOKENS).ainvoke(
+                        request, config={"tags": [TAG_NOSTREAM]}
+                    )
+                    return summary_text(separate_reasoning(response), prefix)
+                except Exception as error:
+                    if not is_context_overflow(str(error)):
+                        raise
+        # The transcript gets what a request may hold, less the instructions and the old
+        # summary (no tools are sent with it).
+        limit = (self.budget.prompt_limit if self.budget else 4 * SUMMARY_TOKENS) - SUMMARY_TOKENS
+        request = standalone(summary, [visible[i][1] for i in summarised], limit)
+        # Not a reply to show: the front-end streams only what it should.
+        model = self.model().bind(max_tokens=SUMMARY_TOKENS)
+        response = await model.ainvoke(request, config={"tags": [TAG_NOSTREAM]})
+        return summary_text(separate_reasoning(response), prefix)
+
+
+def announce_compaction(summary: Summary) -> None:
+    """For a graph node's `send`: tell the front-end at once, as a custom stream event
+    ({"compacted": summary}), before the compacted request is sent rather than when the
+    step ends."""
+    get_stream_writer()({COMPACTED: summary.as_state()})
+
+
+def as_sent(message: AnyMessage, result_cap: int | None) -> BaseMessage:
+    """A stored message as a request carries it."""
+    if isinstance(message, HumanMessage):
+        note = ROUTE_NOTES.get(str(message.additional_kwargs.get(ROUTE_KEY, "")))
+        if not note:
+            return message
+        return HumanMessage(f"{content_text(message.content)}\n\n{note}", id=message.id)
+    if isinstance(message, AIMessage):
+        return without_reasoning(message)
+    if isinstance(message, ToolMessage) and result_cap is not None:
+        return clipped(message, result_cap)
+    return message
+
+
+def clipped(message: ToolMessage, cap: int) -> ToolMessage:
+    """A result cut to about `cap` tokens, saying how much was left out and how to read on."""
+    text = content_text(message.content)
+    if estimate_text(text) + MESSAGE_OVERHEAD <= cap:
+        return message
+    keep = max(0, (cap - 40) * CHARS_PER_TOKEN)
+    left = len(text) - keep
+    note = (
+        f"\n[fsagent: {left:,} more characters of this result were left out to fit the "
+        "model's context; read a file in parts with start_line and end_line]"
+    )
+    return message.model_copy(update={"content": text[:keep] + note})
+
+
+def with_route(message: HumanMessage, route: str) -> HumanMessage:
+    """The person's message, marked with the route the router gave it (stored: later
+    requests send it with the same note)."""
+    return message.model_copy(
+        update={"additional_kwargs": {**message.additional_kwargs, ROUTE_KEY: route}}
+    )

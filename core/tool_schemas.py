@@ -1,0 +1,123 @@
+"""The tools as the model is shown them: every request of a thread offers the same few, in the
+same order, each with a one-line description and a plain schema.
+
+Tool schemas are the largest fixed part of a request, and a local model often has 4096 tokens
+of context. The server's own descriptions are written for people configuring an MCP client;
+here each is cut to a line, and what the model does not need is left out of its schema:
+titles, defaults (the server applies them), `anyOf` with null for optional values,
+parameters for our own use (`dry_run`, which the previews use) or for rare fine-tuning, and
+the few tools another one does as well. The arguments a call arrives with are still checked
+against the server's full schema, and a call to a tool left out here still runs: it is only
+not advertised.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterable
+from typing import Any
+
+from langchain_core.tools import BaseTool
+from langchain_core.utils.function_calling import convert_to_openai_tool
+
+# Tools another tool does as well, left out to keep every request small: touch (write_file
+# with empty content), file_hash (writes return the new sha256), read_multiple_files (several
+# read_file calls in one step), diff_files (read both), list_directory_with_sizes
+# (list_directory, then get_file_info).
+NOT_OFFERED: frozenset[str] = frozenset(
+    {"touch", "file_hash", "read_multiple_files", "diff_files", "list_directory_with_sizes"}
+)
+
+# Parameters the model is not shown: dry_run is how fsagent previews a write itself; the
+# others tune what a call returns and have good defaults on the server.
+HIDDEN_PARAMETERS: frozenset[str] = frozenset(
+    {"dry_run", "context", "max_matches", "exclude", "expected_sha256", "sort_by"}
+)
+
+# One line each, as short as still lets a small model pick the right tool and arguments.
+# A tool not named here gets the first sentence of the server's description.
+DESCRIPTIONS: dict[str, str] = {
+    "list_allowed_roots": "The folders you may use; relative paths start in the first.",
+    "list_directory": "List a folder.",
+    "directory_tree": "A folder's tree, max_depth levels deep.",
+    "read_file": "Read a text file, or lines start_line..end_line of it.",
+    "search_files": "Find files whose name matches a glob, e.g. '*.py'.",
+    "grep": "Search file contents for a regular expression, like grep -rn.",
+    "get_file_info": "Size, type and times of a file or folder.",
+    "write_file": "Create or replace a text file; mode 'append' adds to its end.",
+    "patch_file": "Replace text in a file; each old_text must occur exactly once.",
+    "make_dir": "Create a folder and its parents.",
+    "copy": "Copy a file or folder.",
+    "move": "Move or rename a file or folder.",
+    "delete": "Delete a file, or a folder (recursive if not empty).",
+    "ask_person": "Ask the person instead of guessing; choices are optional.",
+}
+
+
+def offered_tools(tools: Iterable[BaseTool], names: Iterable[str] | None = None) -> list[dict]:
+    """The OpenAI-format schemas of the tools the model is offered, in the server's order.
+
+    names, when given, limits them further (the read-only agent's read tools).
+    """
+    wanted = None if names is None else set(names)
+    return [
+        model_tool(tool)
+        for tool in tools
+        if tool.name not in NOT_OFFERED and (wanted is None or tool.name in wanted)
+    ]
+
+
+def offered_names(schemas: Iterable[dict]) -> list[str]:
+    return [schema["function"]["name"] for schema in schemas]
+
+
+def model_tool(tool: BaseTool) -> dict[str, Any]:
+    function = convert_to_openai_tool(tool)["function"]
+    name = function["name"]
+    return {
+        "type": "function",
+        "function": {
+            "name": name,
+            "description": DESCRIPTIONS.get(name) or first_sentence(function["description"]),
+            "parameters": plain_schema(function.get("parameters") or {"type": "object"}),
+        },
+    }
+
+
+def first_sentence(text: str) -> str:
+    words = " ".join((text or "").split("\n\n")[0].split())
+    for end in (". ", "; "):
+        head, found, _ = words.partition(end)
+        if found:
+            return head + end.strip()
+    return words
+
+
+def plain_schema(schema: Any) -> Any:
+    """A JSON schema with only what the model needs to write a valid call."""
+    if not isinstance(schema, dict):
+        return schema
+    plain = {k: v for k, v in schema.items() if k not in ("title", "description", "default")}
+    options = plain.get("anyOf")
+    if isinstance(options, list):
+        # Optional[X] is {"anyOf": [X, {"type": "null"}]}: leaving the argument out says null.
+        real = [o for o in options if not (isinstance(o, dict) and o.get("type") == "null")]
+        if len(real) == 1:
+            del plain["anyOf"]
+            plain = {**plain_schema(real[0]), **plain}
+    if isinstance(plain.get("properties"), dict):
+        plain["properties"] = {
+            name: plain_schema(value)
+            for name, value in plain["properties"].items()
+            if name not in HIDDEN_PARAMETERS
+        }
+        if isinstance(plain.get("required"), list):
+            plain["required"] = [r for r in plain["required"] if r not in HIDDEN_PARAMETERS]
+    if "items" in plain:
+        plain["items"] = plain_schema(plain["items"])
+    return plain
+
+
+def schema_text(schemas: list[dict]) -> str:
+    """The schemas as one JSON text, for estimating their size."""
+    return json.dumps(schemas)

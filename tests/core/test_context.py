@@ -1,0 +1,212 @@
+"""core.context, core.tool_schemas and core.replies: what a request holds, against our real
+MCP server's tools and the stand-in server's tokenizer and prompt cache."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+from pathlib import Path
+
+import pytest
+from langchain_core.messages import AIMessage, BaseMessage, HumanMessage, ToolMessage
+
+from core.budget import SUMMARY_PREFIX, Budget
+from core.chat_model import make_chat_model
+from core.context import ROUTE_KEY, ContextKeeper
+from core.prompts import ROUTE_NOTES, SYSTEM_PROMPT
+from core.replies import REASONING_KEY, ThinkSplitter, mark_cut, separate_reasoning
+from core.server_process import start_server, stop_server
+from core.summary import Summary
+from core.tool_groups import ALLOWED_TOOLS
+from core.tool_schemas import HIDDEN_PARAMETERS, NOT_OFFERED, offered_tools
+from core.tools import open_tools
+from fake_llm import FakeLLM, render_prompt, tokenize
+from local_model import LocalModel, request_kind
+
+
+async def load_schemas(root: Path, read_only: bool) -> tuple[list[dict], list[dict]]:
+    """(offered schemas, the server's own) of our MCP server."""
+    from langchain_core.utils.function_calling import convert_to_openai_tool
+
+    process = await start_server([root], read_only=read_only, verbose=False)
+    try:
+        async with open_tools(process) as tools:
+            full = [convert_to_openai_tool(tool) for tool in tools]
+            return offered_tools(tools, ALLOWED_TOOLS if read_only else None), full
+    finally:
+        await stop_server(process)
+
+
+@pytest.fixture(scope="module")
+def schemas(tmp_path_factory: pytest.TempPathFactory) -> dict[str, tuple[list[dict], list[dict]]]:
+    root = tmp_path_factory.mktemp("root")
+
+    async def both() -> dict[str, tuple[list[dict], list[dict]]]:
+        return {
+            "all": await load_schemas(root, read_only=False),
+            "read": await load_schemas(root, read_only=True),
+        }
+
+    return asyncio.run(both())
+
+
+def fixed_part(tools: list[dict]) -> int:
+    """The stand-in's token count of the tools and the system prompt, before any message."""
+    request = {"tools": tools, "messages": [{"role": "system", "content": SYSTEM_PROMPT}]}
+    return len(tokenize(render_prompt(request))) - len(tokenize("<|assistant|>\n"))
+
+
+def test_the_fixed_part_is_well_under_half_of_a_4096_context(schemas: dict) -> None:
+    offered, full = schemas["all"]
+    read_offered, _ = schemas["read"]
+    assert fixed_part(offered) < 1800 < 2048
+    assert fixed_part(read_offered) < 1000
+    # What the server describes in full costs far more: the old fixed part.
+    assert fixed_part(full) > 3000
+
+
+def test_offered_schemas_are_short_and_a_subset_of_the_servers(schemas: dict) -> None:
+    offered, full = schemas["all"]
+    by_name = {tool["function"]["name"]: tool["function"] for tool in full}
+    names = [tool["function"]["name"] for tool in offered]
+    assert not set(names) & NOT_OFFERED
+    assert set(names) | NOT_OFFERED == set(by_name)
+    assert names == [n for n in by_name if n in names]  # the server's order, every time
+    for tool in offered:
+        function = tool["function"]
+        assert "\n" not in function["description"] and len(function["description"]) <= 70
+        schema = json.dumps(function["parameters"])
+        assert not any(f'"{hidden}"' in schema for hidden in HIDDEN_PARAMETERS)
+        assert '"title"' not in schema and '"null"' not in schema
+        server = by_name[function["name"]]["parameters"]
+        assert set(function["parameters"]["properties"]) <= set(server["properties"])
+        assert set(function["parameters"].get("required", [])) == set(server.get("required", []))
+    read_names = [tool["function"]["name"] for tool in schemas["read"][0]]
+    assert set(read_names) <= ALLOWED_TOOLS and "read_file" in read_names
+
+
+# -- replies -------------------------------------------------------------------------------
+
+
+def split_stream(pieces: list[str]) -> tuple[str, str]:
+    splitter = ThinkSplitter()
+    reasoning = answer = ""
+    for piece in pieces:
+        thought, said = splitter.feed(piece)
+        reasoning, answer = reasoning + thought, answer + said
+    thought, said = splitter.flush()
+    return reasoning + thought, answer + said
+
+
+def test_think_tags_are_told_apart_however_the_stream_cuts_them() -> None:
+    whole = "  <think>weigh it</think>\n\nThe answer."
+    for size in (1, 2, 3, 5, 8, len(whole)):
+        pieces = [whole[i : i + size] for i in range(0, len(whole), size)]
+        assert split_stream(pieces) == ("weigh it", "The answer.")
+    assert split_stream(["<thi", "nk>cut off while thinki", "ng"]) == ("cut off while thinking", "")
+    assert split_stream(["Plain ", "<b>text</b>"]) == ("", "Plain <b>text</b>")
+    assert split_stream(["<", "p>"]) == ("", "<p>")
+
+
+def test_a_reply_keeps_its_reasoning_apart_and_a_cut_reply_runs_no_call() -> None:
+    reply = AIMessage(
+        "<think>hmm</think>Done.", additional_kwargs={REASONING_KEY: "streamed thought"}
+    )
+    separated = separate_reasoning(reply)
+    assert separated.content == "Done."
+    assert separated.additional_kwargs[REASONING_KEY] == "streamed thought\nhmm"
+    call = {"name": "write_file", "args": {"path": "a", "content": "par"}, "id": "c1"}
+    cut = mark_cut(AIMessage("", tool_calls=[call]), 64)
+    assert cut.tool_calls == [] and cut.invalid_tool_calls[0]["id"] == "c1"
+    assert cut.content == "[fsagent: this reply was cut off at the 64-token reply limit.]"
+
+
+# -- the request ---------------------------------------------------------------------------
+
+
+def keeper(budget: Budget | None = None, model: object = None) -> ContextKeeper:
+    return ContextKeeper(lambda: model, [], budget=budget)  # type: ignore[arg-type,return-value]
+
+
+def test_a_request_sends_notes_no_reasoning_and_results_that_fit() -> None:
+    history: list[BaseMessage] = [
+        HumanMessage("find milk", id="h1", additional_kwargs={ROUTE_KEY: "search"}),
+        AIMessage(
+            "",
+            id="a1",
+            tool_calls=[{"name": "grep", "args": {"pattern": "milk"}, "id": "c1"}],
+            additional_kwargs={REASONING_KEY: "I should grep."},
+        ),
+        ToolMessage("notes.md:1:milk\n" * 2000, tool_call_id="c1", id="t1"),
+        AIMessage("In notes.md.", id="a2"),
+        HumanMessage("thanks", id="h2"),
+    ]
+    keep = keeper(Budget.for_context(4096))
+    request = keep.request(history, None)
+    assert request[0].content == SYSTEM_PROMPT
+    assert request[1].content == f"find milk\n\n{ROUTE_NOTES['search']}"
+    assert REASONING_KEY not in request[2].additional_kwargs
+    assert "more characters of this result were left out" in str(request[3].content)
+    assert len(str(request[3].content)) < 3 * keep.budget.context_length  # type: ignore[union-attr]
+    assert request[5].content == "thanks"
+    # The same history makes the same request, every time.
+    assert keep.request(history, None) == request
+    # A summary stands for what it covers, in the system prompt; held messages stay.
+    summary = Summary("They found milk.", 4, ("h1",), 5, 1, 3, 2, 900, 300, "budget")
+    compacted = keep.request(history, summary)
+    assert compacted[0].content == f"{SYSTEM_PROMPT}\n\n{SUMMARY_PREFIX}\nThey found milk."
+    assert [m.id for m in compacted[1:]] == ["h1", "h2"]
+
+
+def test_a_summary_from_another_version_is_ignored_not_fatal() -> None:
+    assert Summary.from_state(None) is None
+    assert Summary.from_state({"text": "x", "unknown": 1}) is None
+    made = Summary("x", 3, ("h",), 4, 1, 2, 1, 10, 5, "budget")
+    assert Summary.from_state(made.as_state()) == made
+
+
+def test_compaction_summarises_older_turns_within_the_conversation() -> None:
+    history: list[BaseMessage] = []
+    for n in range(6):
+        history += [HumanMessage(f"read note{n}.md " + "x" * 1500, id=f"h{n}"), AIMessage("ok")]
+        history[-1].id = f"a{n}"
+    model = LocalModel()
+    with FakeLLM(model, flavour="llamacpp", context=4096) as llm:
+        chat = make_chat_model(llm.base_url, "fake-model", max_tokens=512)
+        keep = ContextKeeper(lambda: chat, [], budget=Budget.for_context(4096, 512))
+        sent = asyncio.run(keep.send(history, None))
+        requests = llm.requests
+
+    made = sent.compacted
+    assert made is not None and made.why == "budget" and made.count == 1
+    assert made.after < made.before and made.held == ()
+    # Asked within the conversation: the summary request begins as the history does.
+    [summary_request] = [r for r in requests if request_kind(r) == "summary"]
+    assert summary_request["messages"][1]["content"].startswith("read note0.md")
+    assert summary_request["max_tokens"] == 300
+    # The request then sent holds the summary and the recent whole turns, under the limit.
+    final = requests[-1]
+    assert final["messages"][0]["content"].endswith(model_summary(1, 4))
+    kept = [m["content"][:13] for m in final["messages"] if m["role"] == "user"]
+    assert kept == ["read note4.md", "read note5.md"]
+    assert llm.prompt_tokens(final) + 512 <= 4096
+
+
+def model_summary(number: int, files: int) -> str:
+    names = ", ".join(f"note{n}.md" for n in range(files))
+    return f"Summary {number}: the person asked to read {names}; each file was read and reported."
+
+
+def test_the_server_count_is_trusted_over_the_estimate() -> None:
+    usage = {"input_tokens": 3000, "output_tokens": 20, "total_tokens": 3020}
+    history: list[BaseMessage] = [
+        HumanMessage("hi", id="h1"),
+        AIMessage("hello", id="a1", usage_metadata=usage),
+        HumanMessage("and?", id="h2"),
+    ]
+    keep = keeper(Budget.for_context(8192))
+    request = keep.request(history, None)
+    assert keep.estimate(request, history, None) == 3020 + 4 + 2  # "and?" is estimated
+    # A reply counted before the summary was written counts a request that is gone.
+    summary = Summary("s", 0, (), 3, 1, 0, 3, 0, 0, "budget")
+    assert keep.estimate(request, history, summary) < 200
