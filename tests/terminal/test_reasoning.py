@@ -4,16 +4,11 @@ never in the transcript's answers, never sent back, never read as the route."""
 from __future__ import annotations
 
 import json
-import os
-import pty
-import subprocess
-import threading
-import time
+import re
 
 from conftest import Workspace, agent_env
 from fake_llm import FakeLLM, reply, text, tool_call
-
-DIM = "\x1b[2m"
+from pty_screen import PtyScreen
 
 SCRIPT = [
     # The router thinks aloud about another route; only its answer counts.
@@ -33,74 +28,39 @@ THOUGHTS = (
 )
 
 
-class Screen:
-    """fsagent on a pseudo-terminal: what it prints, read as it comes."""
-
-    def __init__(self, command: list[str], cwd: str, env: dict[str, str]) -> None:
-        self.master, slave = pty.openpty()
-        self.process = subprocess.Popen(
-            command, stdin=slave, stdout=slave, stderr=slave, cwd=cwd, env=env, close_fds=True
-        )
-        os.close(slave)
-        self.text = ""
-        threading.Thread(target=self._read, daemon=True).start()
-
-    def _read(self) -> None:
-        while True:
-            try:
-                data = os.read(self.master, 4096)
-            except OSError:
-                return
-            if not data:
-                return
-            self.text += data.decode(errors="replace")
-
-    def wait_for(self, wanted: str, after: int = 0, timeout: float = 30) -> int:
-        deadline = time.monotonic() + timeout
-        while (found := self.text.find(wanted, after)) < 0:
-            if time.monotonic() > deadline:
-                raise AssertionError(f"no {wanted!r} within {timeout}s:\n{self.text[after:]}")
-            time.sleep(0.02)
-        return found + len(wanted)
-
-    def type(self, line: str) -> None:
-        os.write(self.master, line.encode() + b"\r")
-
-    def close(self) -> int:
-        code = self.process.wait(timeout=30)
-        os.close(self.master)
-        return code
-
-
 def test_reasoning_is_shown_dimmed_at_a_terminal_and_never_sent_back(workspace: Workspace):
     (workspace.root / "notes.md").write_text("buy milk\n")
     transcript = workspace.root.parent / "t.jsonl"
-    env = agent_env() | {"TERM": "xterm"}
+    env = agent_env() | {"XDG_STATE_HOME": str(workspace.root.parent / "state")}
     with FakeLLM(SCRIPT, flavour="llamacpp", context=8192) as llm:
         command = workspace.command(llm.base_url, "--transcript", str(transcript))
-        screen = Screen(command, str(workspace.root), env)
+        screen = PtyScreen(command, str(workspace.root), env)
         try:
-            at = screen.wait_for("you> ")
-            screen.type("where did I write about milk?")
+            at = screen.wait_for("you>")
+            screen.enter("where did I write about milk?")
             at = screen.wait_for("agent> It is in notes.md.", at)
-            at = screen.wait_for("you> ", at)
-            screen.type("thanks")
+            at = screen.wait_for("you>", at)
+            screen.enter("thanks")
             at = screen.wait_for("agent> You're welcome.", at)
-            screen.wait_for("you> ", at)
-            screen.type("quit")
+            screen.wait_for("you>", at)
+            screen.enter("quit")
         finally:
             code = screen.close()
         requests = llm.requests
 
-    assert code == 0, screen.text
-    # Shown, dimmed, apart from the answer; the router's thinking is not shown at all.
-    joined = screen.text.replace(f"\x1b[0m{DIM}", "")  # each streamed piece is dimmed alone
-    assert f"{DIM}thinking> I will grep for it.\x1b[0m\r\n" in joined
-    assert f"{DIM}thinking> The grep found one line, in notes.md.\x1b[0m\r\nagent> " in joined
-    assert f"{DIM}thinking> They only say thanks.\x1b[0m\r\nagent> You're welcome." in joined
-    assert "Maybe this is filesystem" not in screen.text
+    shown = screen.screen_text()
+    assert code == 0, shown
+    # Shown apart from the answer, before it, and dimmed; the router's thinking not at all.
+    for thought, answer in (
+        ("thinking> I will grep for it.", "agent> It is in notes.md."),
+        ("thinking> The grep found one line, in notes.md.", "agent> It is in notes.md."),
+        ("thinking> They only say thanks.", "agent> You're welcome."),
+    ):
+        assert 0 <= shown.find(thought) < shown.find(answer), shown
+        assert re.search(rb"\x1b\[2m(\x1b\[[0-9;]*m)*" + re.escape(thought.encode()), screen.raw)
+    assert "Maybe this is filesystem" not in shown
     # Read as the route: only the answers.
-    assert "⇢ route: search" in screen.text and "⇢ route: general" in screen.text
+    assert "⇢ route: search" in shown and "⇢ route: general" in shown
     # Never sent back to the model, in any later request.
     sent = json.dumps(requests)
     assert not any(thought in sent for thought in THOUGHTS)

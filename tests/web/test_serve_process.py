@@ -1,10 +1,12 @@
 """`fsagent serve` as a real process (uvicorn): a thread paused before a SIGKILL is approved
-after a restart, SIGTERM cuts a running turn off the way Ctrl-C does and exits cleanly, each
+by the next server on the same store (a SQLite file, or a Postgres database two servers
+share), SIGTERM cuts a running turn off the way Ctrl-C does and exits cleanly, each
 request is one log line without arguments, and bad start-up options are one line, exit 2."""
 
 from __future__ import annotations
 
 import contextlib
+import json
 import re
 import signal
 import socket
@@ -12,6 +14,7 @@ import threading
 import time
 
 import httpx
+import pytest
 
 from conftest import Workspace
 from core.ledger import HOLD_MARKER, TEST_HOLD_ENV
@@ -26,6 +29,7 @@ def write_hello() -> dict:
     return reply(tool_calls=[call])
 
 
+@pytest.mark.parametrize("store_kind", ["sqlite", "postgres"])
 def test_paused_then_killed_then_approved_after_a_restart(workspace: Workspace):
     with FakeLLM([write_hello(), text("Created hello.txt.")], auto_route="filesystem") as llm:
         first = ServeProcess(workspace, llm.base_url)
@@ -60,6 +64,11 @@ def test_paused_then_killed_then_approved_after_a_restart(workspace: Workspace):
         second.process.send_signal(signal.SIGTERM)
         assert second.wait() == 0
     assert (workspace.root / "hello.txt").read_text() == "hello secret\n"
+    # The write ran once: one decision, one ledger row, whichever store the servers share.
+    audit = workspace.run(NO_LLM, "", "audit", "--json", thread=None)
+    assert [(r["tool"], r["decision"], r["by"]) for r in json.loads(audit.stdout)] == [
+        ("write_file", "approve", "admin")
+    ]
     log = second.text
     assert "POST /api/admin/approvals/t 200 " in log and "thread=t" in log
     assert "POST /api/admin/approvals/t 404 " in log
