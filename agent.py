@@ -479,10 +479,6 @@ async def chat(settings: Settings) -> int:
     from terminal.console import screen_kind
 
     screen = screen_kind(plain=settings.plain)
-    if screen == "tty":
-        # Line editing, the status line and Markdown: a person reads the banner while
-        # prompt_toolkit and rich load. A pipe or --help never imports them.
-        import_in_background("terminal.tty")
     async with launch(settings) as launched:
         # The agent's heavy imports, while the server process imports the MCP SDK.
         import display
@@ -494,6 +490,7 @@ async def chat(settings: Settings) -> int:
                 # Before waiting for LM Studio and the tools: a thread that cannot go on is
                 # the news.
                 await check_resumable(store, settings.thread)
+            import_while_waiting(screen)
             async with open_agent(settings, launched, store) as agent:
                 session = ThreadSession(
                     agent.app,
@@ -667,10 +664,6 @@ async def load_model(settings: Settings) -> LoadedModel:
         raise StartupError(unreachable_message(settings.base_url)) from error
     except ModelChoiceError as error:
         raise StartupError(str(error)) from error
-    if sys.stdin.isatty():
-        # A person reads the banner and types; a pipe's first line is there at once, and a
-        # `quit` would only wait for the import to finish.
-        import_in_background("core.chat_model")
     max_tokens = reply_limit(settings, choice)
 
     @functools.cache
@@ -715,6 +708,19 @@ def budgeted(
                 "pass a smaller --max-tokens"
             ) from None
     return LoadedModel(choice, budget, max_tokens, chat_model)
+
+
+def import_while_waiting(screen: str) -> None:
+    """On a terminal, import what comes next on a thread while this one waits for the MCP
+    server's handshake. Started earlier, a thread would only slow the imports before it:
+    imports hold the interpreter's lock, and only a wait lets two run side by side."""
+    if sys.stdin.isatty():
+        # The model's client, for the first prompt: a person reads the banner and types; a
+        # pipe's first line is there at once, and a `quit` would only wait for the import.
+        import_in_background("core.chat_model")
+    if screen == "tty":
+        # Line editing, the status line and Markdown. A pipe or --help never imports them.
+        import_in_background("terminal.tty")
 
 
 def import_in_background(module: str) -> None:

@@ -34,10 +34,12 @@ from psycopg.conninfo import conninfo_to_dict
 from psycopg.rows import dict_row
 from psycopg_pool import AsyncConnectionPool, PoolTimeout
 
+from store import statements as sql
 from store.base import AuditRow, LedgerEntry, LedgerRow, ThreadRecord, UndoRecord, UndoRun
 from store.errors import Missing, StoreError, ThreadBusy
 from store.location import scrub, shown
 from store.migrations import MIGRATIONS_TABLE, newer_message, newer_than_us, pending
+from store.statements import psycopg as psycopg_sql
 
 # The pool logs its retries itself; what went wrong reaches the person as one line.
 logging.getLogger("psycopg").addHandler(logging.NullHandler())
@@ -150,31 +152,22 @@ class PostgresStore:
             pass  # the connection is gone, and the lease went with it
 
     async def thread_names(self) -> list[str]:
-        rows = await self._fetch(
-            "SELECT name FROM fsagent_threads UNION SELECT DISTINCT thread_id FROM checkpoints"
-        )
+        rows = await self._fetch(sql.THREAD_NAMES)
         return sorted({str(row["name"]) for row in rows})
 
     async def forget(self, thread: str) -> None:
         await self.saver.adelete_thread(thread)
         async with self.lock, self.conn.transaction():
-            for table in ("fsagent_ledger", "fsagent_undo", "fsagent_undo_runs"):
-                await self.conn.execute(f"DELETE FROM {table} WHERE thread = %s", (thread,))
-            await self.conn.execute("DELETE FROM fsagent_threads WHERE name = %s", (thread,))
+            for table, column in sql.THREAD_TABLES:
+                await self.conn.execute(f"DELETE FROM {table} WHERE {column} = %s", (thread,))
 
     # -- the ledger ------------------------------------------------------------------------------
 
     async def ledger_row(self, thread: str, message_id: str, call_id: str) -> LedgerRow | None:
-        rows = await self._fetch(
-            "SELECT status, result, failed FROM fsagent_ledger "
-            "WHERE thread = %s AND message_id = %s AND call_id = %s",
-            (thread, message_id, call_id),
-        )
-        return (
-            LedgerRow(rows[0]["status"], rows[0]["result"], bool(rows[0]["failed"]))
-            if rows
-            else None
-        )
+        rows = await self._fetch(sql.LEDGER_ROW, (thread, message_id, call_id))
+        if not rows:
+            return None
+        return LedgerRow(rows[0]["status"], rows[0]["result"], bool(rows[0]["failed"]))
 
     async def ledger_claim(
         self, thread: str, message_id: str, call_id: str, tool: str, args: Any
@@ -183,9 +176,7 @@ class PostgresStore:
         # once, the second waits for the first to commit and then inserts nothing.
         async with self.lock, self.conn.transaction():
             cursor = await self.conn.execute(
-                "INSERT INTO fsagent_ledger "
-                "(thread, message_id, call_id, tool, args, status, started_at) "
-                "VALUES (%s, %s, %s, %s, %s, 'started', %s) ON CONFLICT DO NOTHING",
+                psycopg_sql(sql.LEDGER_CLAIM),
                 (thread, message_id, call_id, tool, json.dumps(args), now()),
             )
             return cursor.rowcount == 1
@@ -195,8 +186,7 @@ class PostgresStore:
     ) -> None:
         async with self.lock:
             await self.conn.execute(
-                "UPDATE fsagent_ledger SET status = 'done', result = %s, failed = %s, "
-                "finished_at = %s WHERE thread = %s AND message_id = %s AND call_id = %s",
+                psycopg_sql(sql.LEDGER_DONE),
                 (result, int(failed), now(), thread, message_id, call_id),
             )
 
@@ -207,33 +197,13 @@ class PostgresStore:
             return
         async with self.lock, self.conn.transaction(), self.conn.cursor() as cursor:
             await cursor.executemany(
-                "INSERT INTO fsagent_audit (time, thread, message_id, call_id, tool, args, "
-                "decision, reason, decided_by) VALUES (%s, %s, %s, %s, %s, %s, %s, %s, %s) "
-                "ON CONFLICT DO NOTHING",
-                [
-                    (
-                        row.time,
-                        row.thread,
-                        row.message_id,
-                        row.call_id,
-                        row.tool,
-                        json.dumps(row.args, ensure_ascii=False, sort_keys=True),
-                        row.decision,
-                        row.reason,
-                        row.by,
-                    )
-                    for row in rows
-                ],
+                psycopg_sql(sql.AUDIT_ADD), [sql.audit_values(row) for row in rows]
             )
 
     async def audit_rows(self, thread: str | None = None) -> list[AuditRow]:
-        query = (
-            "SELECT time, thread, message_id, call_id, tool, args, decision, reason, decided_by "
-            "FROM fsagent_audit"
-        )
-        params: tuple[str, ...] = ()
+        query, params = sql.AUDIT_ROWS, ()
         if thread:
-            query, params = query + " WHERE thread = %s", (thread,)
+            query, params = query + " WHERE thread = ?", (thread,)
         found = await self._fetch(query + " ORDER BY id", params)
         return [
             AuditRow(
@@ -253,15 +223,8 @@ class PostgresStore:
     # -- copying a thread ------------------------------------------------------------------------
 
     async def thread_record(self, thread: str) -> ThreadRecord:
-        registered = await self._fetch(
-            "SELECT created_at FROM fsagent_threads WHERE name = %s", (thread,)
-        )
-        ledger = await self._fetch(
-            "SELECT thread, message_id, call_id, tool, args, status, result, failed, "
-            "started_at, finished_at FROM fsagent_ledger WHERE thread = %s "
-            "ORDER BY started_at, message_id, call_id",
-            (thread,),
-        )
+        registered = await self._fetch(sql.REGISTERED_AT, (thread,))
+        ledger = await self._fetch(sql.LEDGER_OF_THREAD, (thread,))
         return ThreadRecord(
             name=thread,
             created_at=registered[0]["created_at"] if registered else None,
@@ -274,28 +237,17 @@ class PostgresStore:
         async with self.lock, self.conn.transaction(), self.conn.cursor() as cursor:
             # The copy's holder registered the thread already: it keeps the original's date.
             await cursor.execute(
-                "INSERT INTO fsagent_threads (name, created_at) VALUES (%s, %s) "
-                "ON CONFLICT (name) DO UPDATE SET created_at = excluded.created_at",
-                (record.name, record.created_at or now()),
+                psycopg_sql(sql.REGISTER_COPY), (record.name, record.created_at or now())
             )
             if record.ledger:
                 await cursor.executemany(
-                    "INSERT INTO fsagent_ledger (thread, message_id, call_id, tool, args, "
-                    "status, result, failed, started_at, finished_at) "
-                    "VALUES (%s, %s, %s, %s, %s, %s, %s, %s, %s, %s) ON CONFLICT DO NOTHING",
-                    [entry.values() for entry in record.ledger],
+                    psycopg_sql(sql.LEDGER_COPY), [entry.values() for entry in record.ledger]
                 )
-            for undo in record.undo:
-                await cursor.execute(
-                    "INSERT INTO fsagent_undo (thread, message_id, call_id, turn, tool, args, "
-                    "record, size, undone_by, kept_at) "
-                    "VALUES (%s, %s, %s, %s, %s, %s, %s, %s, %s, %s) ON CONFLICT DO NOTHING",
-                    undo.values(kept_at=now()),
-                )
+            for undo in record.undo:  # one at a time: each takes the next seq, in order
+                await cursor.execute(psycopg_sql(sql.UNDO_COPY), undo.values(kept_at=now()))
             for run in record.undo_runs:
                 await cursor.execute(
-                    "INSERT INTO fsagent_undo_runs (thread, undo_id, plan, status, started_at) "
-                    "VALUES (%s, %s, %s, %s, %s) ON CONFLICT DO NOTHING",
+                    psycopg_sql(sql.UNDO_RUN_START),
                     (run.thread, run.undo_id, json.dumps(run.plan), run.status, now()),
                 )
 
@@ -312,32 +264,14 @@ class PostgresStore:
         record: dict[str, Any],
         size: int,
     ) -> None:
+        values = sql.undo_keep_values(
+            thread, message_id, call_id, turn, tool, args, record, size, now()
+        )
         async with self.lock:
-            await self.conn.execute(
-                "INSERT INTO fsagent_undo (thread, message_id, call_id, turn, tool, args, "
-                "record, size, kept_at) VALUES (%s, %s, %s, %s, %s, %s, %s, %s, %s) "
-                "ON CONFLICT (thread, message_id, call_id) DO UPDATE SET turn = excluded.turn, "
-                "tool = excluded.tool, args = excluded.args, record = excluded.record, "
-                "size = excluded.size, kept_at = excluded.kept_at",
-                (
-                    thread,
-                    message_id,
-                    call_id,
-                    turn,
-                    tool,
-                    json.dumps(args, ensure_ascii=False),
-                    json.dumps(record, ensure_ascii=False),
-                    size,
-                    now(),
-                ),
-            )
+            await self.conn.execute(psycopg_sql(sql.UNDO_KEEP), values)
 
     async def undo_records(self, thread: str) -> list[UndoRecord]:
-        rows = await self._fetch(
-            "SELECT seq, thread, message_id, call_id, turn, tool, args, record, size, "
-            "undone_by FROM fsagent_undo WHERE thread = %s ORDER BY seq",
-            (thread,),
-        )
+        rows = await self._fetch(sql.UNDO_RECORDS, (thread,))
         return [
             UndoRecord(
                 **{**row, "args": json.loads(row["args"]), "record": json.loads(row["record"])}
@@ -346,10 +280,7 @@ class PostgresStore:
         ]
 
     async def undo_bytes(self, thread: str) -> int:
-        rows = await self._fetch(
-            "SELECT COALESCE(SUM(size), 0) AS total FROM fsagent_undo WHERE thread = %s",
-            (thread,),
-        )
+        rows = await self._fetch(sql.UNDO_BYTES, (thread,))
         return int(rows[0]["total"]) if rows else 0
 
     async def begin_undo(
@@ -366,9 +297,8 @@ class PostgresStore:
             if len(await cursor.fetchall()) != len(set(seqs)):
                 return False
             await self.conn.execute(
-                "INSERT INTO fsagent_undo_runs (thread, undo_id, plan, status, started_at) "
-                "VALUES (%s, %s, %s, 'running', %s)",
-                (thread, undo_id, json.dumps(plan, ensure_ascii=False), now()),
+                psycopg_sql(sql.UNDO_RUN_START),
+                (thread, undo_id, json.dumps(plan, ensure_ascii=False), "running", now()),
             )
             await self.conn.execute(
                 "UPDATE fsagent_undo SET undone_by = %s WHERE thread = %s AND seq = ANY(%s)",
@@ -382,18 +312,10 @@ class PostgresStore:
 
     async def finish_undo(self, thread: str, undo_id: str) -> None:
         async with self.lock:
-            await self.conn.execute(
-                "UPDATE fsagent_undo_runs SET status = 'done', finished_at = %s "
-                "WHERE thread = %s AND undo_id = %s",
-                (now(), thread, undo_id),
-            )
+            await self.conn.execute(psycopg_sql(sql.UNDO_RUN_DONE), (now(), thread, undo_id))
 
     async def _undo_runs(self, thread: str) -> list[UndoRun]:
-        rows = await self._fetch(
-            "SELECT thread, undo_id, plan, status FROM fsagent_undo_runs "
-            "WHERE thread = %s ORDER BY started_at, undo_id",
-            (thread,),
-        )
+        rows = await self._fetch(sql.UNDO_RUNS, (thread,))
         return [UndoRun(**{**row, "plan": json.loads(row["plan"])}) for row in rows]
 
     # -- our schema ------------------------------------------------------------------------------
@@ -402,8 +324,9 @@ class PostgresStore:
         return len(await applied_migrations(self.conn))
 
     async def _fetch(self, query: str, params: tuple[Any, ...] = ()) -> list[dict[str, Any]]:
+        """Rows of one of our statements (store.statements, `?` placeholders)."""
         async with self.lock:
-            cursor = await self.conn.execute(query, params)
+            cursor = await self.conn.execute(psycopg_sql(query), params)
             return list(await cursor.fetchall())
 
 

@@ -26,6 +26,7 @@ from typing import Any
 import aiosqlite
 from langgraph.checkpoint.sqlite.aio import AsyncSqliteSaver
 
+from store import statements as sql
 from store.base import AuditRow, LedgerEntry, LedgerRow, ThreadRecord, UndoRecord, UndoRun
 from store.errors import StoreError, ThreadBusy
 from store.migrations import MIGRATIONS_TABLE, newer_message, newer_than_us, pending
@@ -118,30 +119,18 @@ class SQLiteStore:
 
     async def thread_names(self) -> list[str]:
         # Asked of the tables, not by loading every checkpoint.
-        found = await self._fetch(
-            "SELECT name FROM fsagent_threads UNION SELECT DISTINCT thread_id FROM checkpoints"
-        )
-        return sorted({str(row[0]) for row in found})
+        return sorted({str(row[0]) for row in await self._fetch(sql.THREAD_NAMES)})
 
     async def forget(self, thread: str) -> None:
         await self.saver.adelete_thread(thread)
         async with self._lock:
-            for table, column in (
-                ("fsagent_ledger", "thread"),
-                ("fsagent_undo", "thread"),
-                ("fsagent_undo_runs", "thread"),
-                ("fsagent_threads", "name"),
-            ):
+            for table, column in sql.THREAD_TABLES:
                 await self.conn.execute(f"DELETE FROM {table} WHERE {column} = ?", (thread,))
 
     # -- the ledger ------------------------------------------------------------------------------
 
     async def ledger_row(self, thread: str, message_id: str, call_id: str) -> LedgerRow | None:
-        found = await self._fetch(
-            "SELECT status, result, failed FROM fsagent_ledger "
-            "WHERE thread = ? AND message_id = ? AND call_id = ?",
-            (thread, message_id, call_id),
-        )
+        found = await self._fetch(sql.LEDGER_ROW, (thread, message_id, call_id))
         return LedgerRow(found[0][0], found[0][1], bool(found[0][2])) if found else None
 
     async def ledger_claim(
@@ -149,10 +138,7 @@ class SQLiteStore:
     ) -> bool:
         async with self._lock:
             cursor = await self.conn.execute(
-                "INSERT INTO fsagent_ledger "
-                "(thread, message_id, call_id, tool, args, status, started_at) "
-                "VALUES (?, ?, ?, ?, ?, 'started', ?) ON CONFLICT DO NOTHING",
-                (thread, message_id, call_id, tool, json.dumps(args), now()),
+                sql.LEDGER_CLAIM, (thread, message_id, call_id, tool, json.dumps(args), now())
             )
             return cursor.rowcount == 1
 
@@ -161,9 +147,7 @@ class SQLiteStore:
     ) -> None:
         async with self._lock:
             await self.conn.execute(
-                "UPDATE fsagent_ledger SET status = 'done', result = ?, failed = ?, "
-                "finished_at = ? WHERE thread = ? AND message_id = ? AND call_id = ?",
-                (result, int(failed), now(), thread, message_id, call_id),
+                sql.LEDGER_DONE, (result, int(failed), now(), thread, message_id, call_id)
             )
 
     # -- the audit log ---------------------------------------------------------------------------
@@ -172,35 +156,13 @@ class SQLiteStore:
         if not rows:
             return
         async with self._lock, self._transaction():
-            await self.conn.executemany(
-                "INSERT OR IGNORE INTO fsagent_audit (time, thread, message_id, call_id, tool, "
-                "args, decision, reason, decided_by) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)",
-                [
-                    (
-                        row.time,
-                        row.thread,
-                        row.message_id,
-                        row.call_id,
-                        row.tool,
-                        json.dumps(row.args, ensure_ascii=False, sort_keys=True),
-                        row.decision,
-                        row.reason,
-                        row.by,
-                    )
-                    for row in rows
-                ],
-            )
+            await self.conn.executemany(sql.AUDIT_ADD, [sql.audit_values(row) for row in rows])
 
     async def audit_rows(self, thread: str | None = None) -> list[AuditRow]:
-        query = (
-            "SELECT time, thread, message_id, call_id, tool, args, decision, reason, decided_by "
-            "FROM fsagent_audit"
-        )
-        params: tuple[str, ...] = ()
+        query, params = sql.AUDIT_ROWS, ()
         if thread:
             query, params = query + " WHERE thread = ?", (thread,)
-        async with self._lock, self.conn.execute(query + " ORDER BY id", params) as cursor:
-            found = await cursor.fetchall()
+        found = await self._fetch(query + " ORDER BY id", params)
         return [
             AuditRow(r[0], r[1], r[2], r[3], r[4], json.loads(r[5]), r[6], r[7], r[8])
             for r in found
@@ -209,15 +171,8 @@ class SQLiteStore:
     # -- copying a thread ------------------------------------------------------------------------
 
     async def thread_record(self, thread: str) -> ThreadRecord:
-        registered = await self._fetch(
-            "SELECT created_at FROM fsagent_threads WHERE name = ?", (thread,)
-        )
-        ledger = await self._fetch(
-            "SELECT thread, message_id, call_id, tool, args, status, result, failed, "
-            "started_at, finished_at FROM fsagent_ledger WHERE thread = ? "
-            "ORDER BY started_at, message_id, call_id",
-            (thread,),
-        )
+        registered = await self._fetch(sql.REGISTERED_AT, (thread,))
+        ledger = await self._fetch(sql.LEDGER_OF_THREAD, (thread,))
         return ThreadRecord(
             name=thread,
             created_at=registered[0][0] if registered else None,
@@ -232,27 +187,14 @@ class SQLiteStore:
     async def add_thread_record(self, record: ThreadRecord) -> None:
         async with self._lock, self._transaction("BEGIN IMMEDIATE"):
             # The copy's holder registered the thread already: it keeps the original's date.
-            await self.conn.execute(
-                "INSERT INTO fsagent_threads (name, created_at) VALUES (?, ?) "
-                "ON CONFLICT (name) DO UPDATE SET created_at = excluded.created_at",
-                (record.name, record.created_at or now()),
-            )
+            await self.conn.execute(sql.REGISTER_COPY, (record.name, record.created_at or now()))
             await self.conn.executemany(
-                "INSERT OR IGNORE INTO fsagent_ledger (thread, message_id, call_id, tool, args, "
-                "status, result, failed, started_at, finished_at) "
-                "VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
-                [entry.values() for entry in record.ledger],
+                sql.LEDGER_COPY, [entry.values() for entry in record.ledger]
             )
-            for undo in record.undo:
-                await self.conn.execute(
-                    "INSERT OR IGNORE INTO fsagent_undo (thread, message_id, call_id, turn, "
-                    "tool, args, record, size, undone_by, kept_at) "
-                    "VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
-                    undo.values(kept_at=now()),
-                )
+            for undo in record.undo:  # one at a time: each takes the next seq, in order
+                await self.conn.execute(sql.UNDO_COPY, undo.values(kept_at=now()))
             await self.conn.executemany(
-                "INSERT OR IGNORE INTO fsagent_undo_runs (thread, undo_id, plan, status, "
-                "started_at) VALUES (?, ?, ?, ?, ?)",
+                sql.UNDO_RUN_START,
                 [
                     (run.thread, run.undo_id, json.dumps(run.plan), run.status, now())
                     for run in record.undo_runs
@@ -272,32 +214,14 @@ class SQLiteStore:
         record: dict[str, Any],
         size: int,
     ) -> None:
+        values = sql.undo_keep_values(
+            thread, message_id, call_id, turn, tool, args, record, size, now()
+        )
         async with self._lock:
-            await self.conn.execute(
-                "INSERT INTO fsagent_undo (thread, message_id, call_id, turn, tool, args, "
-                "record, size, kept_at) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?) "
-                "ON CONFLICT (thread, message_id, call_id) DO UPDATE SET turn = excluded.turn, "
-                "tool = excluded.tool, args = excluded.args, record = excluded.record, "
-                "size = excluded.size, kept_at = excluded.kept_at",
-                (
-                    thread,
-                    message_id,
-                    call_id,
-                    turn,
-                    tool,
-                    json.dumps(args, ensure_ascii=False),
-                    json.dumps(record, ensure_ascii=False),
-                    size,
-                    now(),
-                ),
-            )
+            await self.conn.execute(sql.UNDO_KEEP, values)
 
     async def undo_records(self, thread: str) -> list[UndoRecord]:
-        found = await self._fetch(
-            "SELECT seq, thread, message_id, call_id, turn, tool, args, record, size, "
-            "undone_by FROM fsagent_undo WHERE thread = ? ORDER BY seq",
-            (thread,),
-        )
+        found = await self._fetch(sql.UNDO_RECORDS, (thread,))
         return [
             UndoRecord(
                 r[0], r[1], r[2], r[3], r[4], r[5], json.loads(r[6]), json.loads(r[7]), r[8], r[9]
@@ -306,9 +230,7 @@ class SQLiteStore:
         ]
 
     async def undo_bytes(self, thread: str) -> int:
-        found = await self._fetch(
-            "SELECT COALESCE(SUM(size), 0) FROM fsagent_undo WHERE thread = ?", (thread,)
-        )
+        found = await self._fetch(sql.UNDO_BYTES, (thread,))
         return int(found[0][0]) if found else 0
 
     async def begin_undo(
@@ -325,9 +247,8 @@ class SQLiteStore:
             if not row or row[0] != len(set(seqs)):
                 return False  # nothing was written: the commit ends an empty transaction
             await self.conn.execute(
-                "INSERT INTO fsagent_undo_runs (thread, undo_id, plan, status, started_at) "
-                "VALUES (?, ?, ?, 'running', ?)",
-                (thread, undo_id, json.dumps(plan, ensure_ascii=False), now()),
+                sql.UNDO_RUN_START,
+                (thread, undo_id, json.dumps(plan, ensure_ascii=False), "running", now()),
             )
             await self.conn.execute(
                 f"UPDATE fsagent_undo SET undone_by = ? WHERE thread = ? AND seq IN ({marks})",
@@ -340,20 +261,12 @@ class SQLiteStore:
         return runs[0] if runs else None
 
     async def _undo_runs(self, thread: str) -> list[UndoRun]:
-        found = await self._fetch(
-            "SELECT thread, undo_id, plan, status FROM fsagent_undo_runs "
-            "WHERE thread = ? ORDER BY started_at, undo_id",
-            (thread,),
-        )
+        found = await self._fetch(sql.UNDO_RUNS, (thread,))
         return [UndoRun(row[0], row[1], json.loads(row[2]), row[3]) for row in found]
 
     async def finish_undo(self, thread: str, undo_id: str) -> None:
         async with self._lock:
-            await self.conn.execute(
-                "UPDATE fsagent_undo_runs SET status = 'done', finished_at = ? "
-                "WHERE thread = ? AND undo_id = ?",
-                (now(), thread, undo_id),
-            )
+            await self.conn.execute(sql.UNDO_RUN_DONE, (now(), thread, undo_id))
 
     # -- one connection, shared by concurrent runs -------------------------------------------------
 
