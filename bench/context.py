@@ -65,6 +65,7 @@ async def load_tools(root: Path, read_only: bool) -> tuple[list[dict], list[dict
     """(what fsagent offers now, the server's full schemas)."""
     from langchain_core.utils.function_calling import convert_to_openai_tool
 
+    from core.questions import with_ask_person
     from core.server_process import start_server, stop_server
     from core.tool_groups import ALLOWED_TOOLS
     from core.tool_schemas import offered_tools
@@ -73,7 +74,11 @@ async def load_tools(root: Path, read_only: bool) -> tuple[list[dict], list[dict
     process = await start_server([root], read_only=read_only, verbose=False)
     try:
         async with open_tools(process) as tools:
-            offered = offered_tools(tools, ALLOWED_TOOLS if read_only else None)
+            # What the agent offers: its server's tools and ask_person (not read-only).
+            offered = offered_tools(
+                tools if read_only else with_ask_person(tools),
+                ALLOWED_TOOLS if read_only else None,
+            )
             return offered, [convert_to_openai_tool(tool) for tool in tools]
     finally:
         await stop_server(process)
