@@ -190,18 +190,26 @@ async def waiting_view(app: CompiledStateGraph, name: str) -> ThreadView:
     return view
 
 
-def question_answers(
-    calls: list[dict[str, Any]], chosen: list[str] | None, answer: str | None, reason: str
-) -> dict[str, Any]:
-    """The resume value for a waiting question: `answer` for every question (or those named
-    with --call); the others, and all of them without --answer, get "no one can answer"."""
+def named_calls(
+    calls: list[dict[str, Any]], chosen: list[str] | None
+) -> tuple[list[str], set[str]]:
+    """The pending call ids, and those --call names (all of them when it names none); a name
+    that is not pending is an error that lists the pending ones."""
     ids = [call["id"] for call in calls]
     unknown = [c for c in chosen or [] if c not in ids]
     if unknown:
         raise ThreadError(
             f"no pending call {', '.join(unknown)}; the pending calls are {', '.join(ids)}"
         )
-    named = set(chosen or ids)
+    return ids, set(chosen or ids)
+
+
+def question_answers(
+    calls: list[dict[str, Any]], chosen: list[str] | None, answer: str | None, reason: str
+) -> dict[str, Any]:
+    """The resume value for a waiting question: `answer` for every question (or those named
+    with --call); the others, and all of them without --answer, get "no one can answer"."""
+    ids, named = named_calls(calls, chosen)
     value: dict[str, Any] = {"answers": {i: answer if i in named else None for i in ids}}
     if reason:
         value["reason"] = reason
@@ -213,13 +221,7 @@ def batch_decisions(
 ) -> dict[str, Any]:
     """One resume value for the whole batch (it is one interrupt). Only calls approved by
     name run; every other call is rejected, so nothing is left pending."""
-    ids = [call["id"] for call in calls]
-    unknown = [c for c in chosen or [] if c not in ids]
-    if unknown:
-        raise ThreadError(
-            f"no pending call {', '.join(unknown)}; the pending calls are {', '.join(ids)}"
-        )
-    named = set(chosen or ids)
+    ids, named = named_calls(calls, chosen)
     decisions: dict[str, Any] = {}
     for call_id in ids:
         if approve and call_id in named:
