@@ -308,10 +308,12 @@ class ThreadSession:
         yield from self._new_summary(update.get("summary"))
         if node == "router" and "route" in update:
             yield events.Route(update["route"])
-        if node in ("approve", "ask"):
+        if node in ("judge", "approve", "ask"):
             records = update.get("approvals") or {}
-            if node == "approve":  # it carries the ask step's records on; shown there already
+            if node != "ask":  # they carry the ask step's records on; shown there already
                 records = {k: r for k, r in records.items() if r.get("tool") != ASK_PERSON}
+            if node == "approve":  # judge showed its own; approve adds only its re-checks
+                records = {k: r for k, r in records.items() if r.get("recheck")}
             yield from automatic_decisions(records)
         for message in update.get("messages") or []:
             if isinstance(message, AIMessage):

@@ -68,9 +68,9 @@ class PlanTools(ToolBase):
                 {
                     "argument": name,
                     "given": given,
-                    # The given text means something else once decoded: a preview that showed
-                    # the text would not have shown the place.
-                    "decoded": parse(given) != given,
+                    # False when the text spells with escapes what needs none (`\\x2f` for
+                    # `/`): it reads as one place and names another.
+                    "reads_as_shown": show(parse(given)) == given,
                     "root": show(str(resolved.root)),
                     "relative": show(resolved.real.relative_to(resolved.root).as_posix()),
                     "path": self.relative(resolved.real),

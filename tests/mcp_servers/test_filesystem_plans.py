@@ -30,10 +30,10 @@ def test_plan_decodes_an_escaped_slash_as_the_write_would(root: Path) -> None:
     with FilesystemServer([root]) as server:
         (entry,) = planned(server, "write_file", path="docs/..\\x2ffsagent.toml", content="x")
         assert entry["path"] == "fsagent.toml"
-        assert entry["decoded"] is True
+        assert entry["reads_as_shown"] is False
         assert entry["state"]["exists"] and entry["state"]["size"] == len("# rules\n")
         (plain,) = planned(server, "write_file", path="docs/a.md", content="x")
-        assert plain["path"] == "docs/a.md" and plain["decoded"] is False
+        assert plain["path"] == "docs/a.md" and plain["reads_as_shown"] is True
         assert (root / "fsagent.toml").read_text() == "# rules\n"  # plan changed nothing
 
 
