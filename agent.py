@@ -175,6 +175,12 @@ def build_parser() -> argparse.ArgumentParser:
         "rejected, so nothing is left half-decided",
     )
     approve.add_argument(
+        "--yes",
+        action="store_true",
+        help="approve after printing the previews without asking (needed when stdin is not "
+        "a terminal)",
+    )
+    approve.add_argument(
         "--answer",
         metavar="TEXT",
         help="answer the model's question (ask_person) with TEXT; without it, the model is "
@@ -880,6 +886,9 @@ async def decide(args: argparse.Namespace, settings: Settings, *, approve: bool)
                 context=agent.context,
                 verbose=settings.verbose,
             )
+            if view.kind != "question" and approve:
+                if not await commands.confirm_previews(session, calls, decisions, args.yes):
+                    return 3
             return await commands.decide(session, calls, decisions)
 
 

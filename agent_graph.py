@@ -338,9 +338,12 @@ async def _run_call(
 ) -> Any:
     record = approvals.get(call["id"]) or {}
     args = _call_args(call, approvals)
+    # An approved write carries what its preview showed; the server refuses it, changing
+    # nothing, if that is no longer what is there.
+    sent = {**args, "expect": record["expect"]} if record.get("expect") else args
     try:
         result = await tools_by_name[call["name"]].ainvoke(
-            {"type": "tool_call", "name": call["name"], "args": args, "id": call["id"]}
+            {"type": "tool_call", "name": call["name"], "args": sent, "id": call["id"]}
         )
         text, failed = content_text(result.content), result.status == "error"
     except Exception as error:  # a broken pipe to the server must not lose the whole turn

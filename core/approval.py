@@ -190,13 +190,15 @@ def record_one(decision: Any, call: ToolCall, schemas: dict[str, dict[str, Any]]
         return rejected(f"{kind!r} is not a decision allowed for this call")
     if kind == "approve":
         granted = decision.get("grant") is True
-        return {"type": "approve", "decision": "grant" if granted else "approve"}
+        record = {"type": "approve", "decision": "grant" if granted else "approve"}
+        return record | bound_to(decision)
     if kind == "edit":
         args = decision.get("args")
         problem = call_problem({"name": call["name"], "args": args}, schemas)
         if problem:
             return rejected(f"the person's edit could not run: {problem}")
-        return {"type": "approve", "decision": "edit", "args": args, "edited": True}
+        record = {"type": "approve", "decision": "edit", "args": args, "edited": True}
+        return record | bound_to(decision)
     if kind == "respond":
         text = decision.get("message")
         if not isinstance(text, str) or not text.strip():
@@ -204,6 +206,13 @@ def record_one(decision: Any, call: ToolCall, schemas: dict[str, dict[str, Any]]
         return {"type": "respond", "decision": "respond", "message": text.strip()}
     message = decision.get("message")
     return rejected(str(message) if message else "")
+
+
+def bound_to(decision: dict[str, Any]) -> Decision:
+    """The state the person's preview showed (`expect`, a plan's paths), which the server
+    checks before the write acts; nothing when no preview was shown."""
+    expect = decision.get("expect")
+    return {"expect": expect} if isinstance(expect, list) else {}
 
 
 def rejected(message: str) -> Decision:
