@@ -9,7 +9,9 @@ that counts is the server's own: these tests write the escapes as a model would.
 
 from __future__ import annotations
 
-from conftest import Workspace, tool_messages
+import subprocess
+
+from conftest import Workspace, agent_env, tool_messages
 from fake_llm import FakeLLM, reply, text, tool_call
 
 ALLOW_DOCS = '[[rule]]\ntool = "write_file"\npath = "docs/**"\ndecision = "allow"\n'
@@ -123,7 +125,9 @@ def test_a_file_edited_between_the_preview_and_the_yes_is_not_written_over(
     with FakeLLM(script, auto_route="filesystem") as llm:
         agent = workspace.start(llm.base_url)
         agent.send("update the notes")
-        agent.wait_for("+version 2", timeout=120)  # the diff the person reads; the answer is awaited
+        agent.wait_for(
+            "+version 2", timeout=120
+        )  # the diff the person reads; the answer is awaited
         notes.write_text("the person's own edit\n")
         agent.send("y")
         agent.send("quit")
@@ -171,3 +175,38 @@ def test_approve_prints_the_preview_and_needs_yes_from_a_pipe(workspace: Workspa
     assert approved.returncode == 0, approved.stderr
     assert "+version 2" in approved.stdout
     assert (workspace.root / "notes.md").read_text() == "version 2\n"
+
+
+def test_approve_from_another_folder_acts_in_the_roots_the_thread_was_started_with(
+    workspace: Workspace,
+):
+    other = workspace.outside / "elsewhere"
+    other.mkdir()
+    script = [reply(tool_calls=[write("hello.txt", id="call_h")]), text("Created.")]
+    with FakeLLM(script, auto_route="filesystem") as llm:
+        workspace.run(llm.base_url, "create hello.txt\n")
+        command = workspace.command(llm.base_url, "approve", "t", "--yes", thread=None)
+        without_root = [
+            part for part in command if part != "--root" and part != str(workspace.root)
+        ]
+        refused = subprocess.run(
+            [*command[:4], "--root", str(other), *command[6:]],
+            capture_output=True,
+            text=True,
+            timeout=120,
+            cwd=other,
+            env=agent_env(),
+        )
+        approved = subprocess.run(
+            without_root, capture_output=True, text=True, timeout=120, cwd=other, env=agent_env()
+        )
+
+    assert refused.returncode == 2
+    assert refused.stderr.strip().splitlines() == [
+        f"fsagent: thread 't' was started with --root {workspace.root.resolve()}, not --root "
+        f"{other.resolve()}; leave --root out to act in its roots, or pass --other-root to "
+        "act in these"
+    ]
+    assert approved.returncode == 0, approved.stderr
+    assert (workspace.root / "hello.txt").read_text() == "new\n"
+    assert not (other / "hello.txt").exists()
