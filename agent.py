@@ -903,9 +903,11 @@ async def decide(args: argparse.Namespace, settings: Settings, *, approve: bool)
                 context=agent.context,
                 verbose=settings.verbose,
             )
-            if view.kind != "question" and approve:
-                if not await commands.confirm_previews(session, calls, decisions, args.yes):
-                    return 3
+            shown = view.kind == "question" or not approve
+            if not shown and not await commands.confirm_previews(
+                session, calls, decisions, args.yes
+            ):
+                return 3
             return await commands.decide(session, calls, decisions)
 
 
@@ -955,7 +957,7 @@ async def in_thread_roots(store: Store, args: argparse.Namespace, settings: Sett
     policy = settings.policy or (Path(recorded["policy"]) if recorded.get("policy") else None)
     if not args.root:
         return dataclasses.replace(settings, roots=started, policy=policy)
-    given = tuple(Path(os.path.realpath(root)) for root in settings.roots)
+    given = tuple(Path(os.path.realpath(root)) for root in settings.roots)  # noqa: ASYNC240
     if given == started or args.other_root:
         return settings
     raise StartupError(

@@ -38,8 +38,7 @@ def places_of(plan: Plan | None) -> Places | None:
     if plan is None:
         return None
     return {
-        str(entry["argument"]): (Path(str(entry["root"])), str(entry["relative"]))
-        for entry in plan
+        str(entry["argument"]): (Path(str(entry["root"])), str(entry["relative"])) for entry in plan
     }
 
 

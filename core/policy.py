@@ -124,9 +124,7 @@ class Policy:
             return places[name]
         return locate(args.get(name), self.roots)
 
-    def touches_rules(
-        self, tool: str, args: dict[str, Any], places: Places | None = None
-    ) -> bool:
+    def touches_rules(self, tool: str, args: dict[str, Any], places: Places | None = None) -> bool:
         """Whether a call could write, replace, move or delete the rules file itself (or a
         folder holding it). Such a call always goes to the person: an agent approved by a
         mode, a grant or an allow rule must never be able to loosen its own rules."""
@@ -143,8 +141,7 @@ class Policy:
 
     def judge(self, tool: str, args: dict[str, Any], places: Places | None = None) -> Verdict:
         verdicts = [
-            self.judge_path(tool, self.located(name, args, places))
-            for name in path_arguments(tool)
+            self.judge_path(tool, self.located(name, args, places)) for name in path_arguments(tool)
         ]
         return max(verdicts, key=lambda verdict: STRENGTH[verdict.decision])
 

@@ -199,9 +199,9 @@ def planned_delete(entries: Entries, args: dict[str, Any]) -> list[str]:
         return [f"{entry['path']} does not exist: the call will fail"]
     lines = [f"deletes {what_is(entry)}"]
     state = entry["state"]
-    if state.get("type") == "folder" and state.get("files", 0) + state.get("folders", 0):
-        if not args.get("recursive"):
-            lines.append("recursive is false: the call will fail because the folder is not empty")
+    inside = state.get("files", 0) + state.get("folders", 0)
+    if state.get("type") == "folder" and inside and not args.get("recursive"):
+        lines.append("recursive is false: the call will fail because the folder is not empty")
     return lines
 
 

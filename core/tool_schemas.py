@@ -29,7 +29,8 @@ NOT_OFFERED: frozenset[str] = frozenset(
 )
 
 # Parameters the model is not shown: dry_run is how fsagent previews a write itself, expect
-# binds an approved write to its preview; the others tune what a call returns and have good defaults on the server.
+# binds an approved write to its preview; the others tune what a call returns and have good
+# defaults on the server.
 HIDDEN_PARAMETERS: frozenset[str] = frozenset(
     {"dry_run", "expect", "context", "max_matches", "exclude", "expected_sha256", "sort_by"}
 )

@@ -55,8 +55,8 @@ from mcp_servers.fileio import (
 from mcp_servers.links import links_leaving
 from mcp_servers.names import quoted_given, show
 from mcp_servers.permissions import check_writable, take_over
-from mcp_servers.sandbox import Resolved, Sandbox, is_within
 from mcp_servers.plans import PlanTools
+from mcp_servers.sandbox import Resolved, Sandbox, is_within
 from mcp_servers.tool_base import show_given
 
 MAX_WRITE_BYTES = EDIT_LIMIT  # content a write may carry

@@ -82,8 +82,7 @@ UNDO_RUN_START = (
     "VALUES (?, ?, ?, ?, ?) ON CONFLICT DO NOTHING"
 )
 UNDO_RUN_DONE = (
-    "UPDATE fsagent_undo_runs SET status = 'done', finished_at = ? "
-    "WHERE thread = ? AND undo_id = ?"
+    "UPDATE fsagent_undo_runs SET status = 'done', finished_at = ? WHERE thread = ? AND undo_id = ?"
 )
 UNDO_RUNS = (
     "SELECT thread, undo_id, plan, status FROM fsagent_undo_runs "

@@ -210,3 +210,29 @@ def test_approve_from_another_folder_acts_in_the_roots_the_thread_was_started_wi
     assert approved.returncode == 0, approved.stderr
     assert (workspace.root / "hello.txt").read_text() == "new\n"
     assert not (other / "hello.txt").exists()
+
+
+def test_previews_count_whole_folders_name_links_and_keep_the_destination(workspace: Workspace):
+    many = workspace.root / "many"
+    many.mkdir()
+    for index in range(1500):
+        (many / f"f{index}.txt").write_text("x")
+    (workspace.root / "config.real").write_text("real\n")
+    (workspace.root / "config.yaml").symlink_to("config.real")
+    (workspace.root / "new.yaml").write_text("new\n")
+    far = "x/../" * 80 + "landed.txt"  # 410 characters: longer than a preview line
+    (workspace.root / "x").mkdir()
+    calls = [
+        tool_call("delete", {"path": "many", "recursive": True}, id="call_d"),
+        tool_call("copy", {"source": "new.yaml", "destination": "config.yaml", "overwrite": True}),
+        tool_call("move", {"source": "new.yaml", "destination": far}),
+    ]
+    with FakeLLM([reply(tool_calls=calls), text("Stopped.")], auto_route="filesystem") as llm:
+        result = workspace.run(llm.base_url, "tidy\nn\nn\nn\n", timeout=240)
+
+    assert "deletes folder many/ with 1,500 files in 0 folders, 1,500 bytes" in result.stdout
+    assert "overwrites the symlink config.yaml (-> config.real; the link, not its target)" in (
+        result.stdout
+    )
+    assert "moves file new.yaml (4 bytes) -> landed.txt" in result.stdout
+    assert len(list(many.iterdir())) == 1500
