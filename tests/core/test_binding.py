@@ -236,3 +236,16 @@ def test_previews_count_whole_folders_name_links_and_keep_the_destination(worksp
     )
     assert "moves file new.yaml (4 bytes) -> landed.txt" in result.stdout
     assert len(list(many.iterdir())) == 1500
+
+
+def test_a_deny_rule_added_while_waiting_rejects_the_approval(workspace: Workspace):
+    (workspace.root / "secrets").mkdir()
+    script = [reply(tool_calls=[write("secrets/a.md", id="call_s")]), text("Refused.")]
+    with FakeLLM(script, auto_route="filesystem") as llm:
+        workspace.run(llm.base_url, "save it\n")
+        (workspace.root / "fsagent.toml").write_text(DENY_SECRETS)
+        approved = workspace.run(llm.base_url, "", "approve", "t", "--yes")
+
+    assert approved.returncode == 0, approved.stderr
+    assert not (workspace.root / "secrets" / "a.md").exists()
+    assert "denied by rule 1" in approved.stdout

@@ -105,3 +105,13 @@ def test_expect_naming_another_place_is_refused(root: Path) -> None:
         assert result.is_error
         assert "is now 'fsagent.toml', the preview showed 'docs/a.md'" in result.text
         assert (root / "fsagent.toml").read_text() == "# rules\n"
+
+
+def test_a_same_size_edit_is_caught_by_its_sha256(root: Path) -> None:
+    with FilesystemServer([root]) as server:
+        expect = planned(server, "patch_file", path="docs/a.md", edits=[])
+        (root / "docs" / "a.md").write_text("version 9\n")  # same size, other bytes
+        edits = [{"old_text": "version", "new_text": "v"}]
+        result = server.call("patch_file", path="docs/a.md", edits=edits, expect=expect)
+        assert result.is_error and "precondition failed" in result.text
+        assert (root / "docs" / "a.md").read_text() == "version 9\n"
