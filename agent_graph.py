@@ -5,7 +5,8 @@ router ─► agent_<route> ─► after_agent ─┬─► END           (no to
                                          ├─► ask           (any ask_person call)
                                          └─► approve       (any write call)
 ask ── interrupt(question payload) ── Command(goto="judge" if writes else "tools")
-judge ── the server's plan of each write; rules, mode, grants decide what they can ─► approve
+judge ── the server's plan of each write; rules, mode, grants decide what they can
+      ─► approve (someone must decide) or tools
 approve ── interrupt(payload) for the rest; the decisions checked again ── Command(goto="tools")
 tools ─► agent_<route>       (writes the audit rows, then runs what was approved)
 
@@ -187,7 +188,11 @@ def build_graph(
             record = decide_now(call, planned[call["id"]], grants)
             if record is not None:
                 approvals[call["id"]] = record
-        return Command(goto="approve", update={"approvals": approvals, "plans": planned})
+        # Nothing for the person (every call decided by rules, mode or grants): straight to
+        # `tools`, one step and one checkpoint fewer, as before the plan was asked.
+        waits = any(call["id"] not in approvals for call in calls)
+        update = {"approvals": approvals, "plans": planned}
+        return Command(goto="approve" if waits else "tools", update=update)
 
     def approve(state: AgentState) -> Command:
         # Runs again from the top on resume: nothing before interrupt() may have an effect.
@@ -289,7 +294,7 @@ def build_graph(
         graph.add_node(f"agent_{group}", make_agent(group))
         graph.add_conditional_edges(f"agent_{group}", after_agent, ["ask", "judge", "tools", END])
     graph.add_node("ask", ask, destinations=("judge", "tools"))
-    graph.add_node("judge", judge, destinations=("approve",))
+    graph.add_node("judge", judge, destinations=("approve", "tools"))
     graph.add_node("approve", approve, destinations=("tools",))
     graph.add_node("tools", run_tools)
     graph.add_node(PERSON_UPDATE, lambda state: {})
