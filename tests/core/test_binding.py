@@ -249,3 +249,20 @@ def test_a_deny_rule_added_while_waiting_rejects_the_approval(workspace: Workspa
     assert approved.returncode == 0, approved.stderr
     assert not (workspace.root / "secrets" / "a.md").exists()
     assert "denied by rule 1" in approved.stdout
+
+
+def test_a_deny_on_a_folder_holds_for_a_link_in_it_that_points_out(workspace: Workspace):
+    # delete acts on the link itself (the server's resolve_entry): the rule judges docs/link.md,
+    # not notes.md, where the link points.
+    (workspace.root / "docs").mkdir()
+    (workspace.root / "notes.md").write_text("notes\n")
+    (workspace.root / "docs" / "link.md").symlink_to("../notes.md")
+    (workspace.root / "fsagent.toml").write_text(
+        '[[rule]]\ntool = "delete"\npath = "docs/**"\ndecision = "deny"\n'
+    )
+    script = [reply(tool_calls=[delete("docs/link.md", "call_l")]), text("Refused.")]
+    with FakeLLM(script, auto_route="filesystem") as llm:
+        result = workspace.run(llm.base_url, "clean docs\n", "--approve", "yes")
+
+    assert "denied by rule 1" in result.stdout
+    assert (workspace.root / "docs" / "link.md").is_symlink()
