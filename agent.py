@@ -167,12 +167,23 @@ def build_parser() -> argparse.ArgumentParser:
     )
     approve.add_argument("name", help="the waiting thread")
     approve.add_argument(
+        "--other-root",
+        action="store_true",
+        help="act in the --root given although the thread was started with other roots",
+    )
+    approve.add_argument(
         "--call",
         action="append",
         dest="calls",
         metavar="ID",
         help="approve only this call (repeatable); every other call of the batch is "
         "rejected, so nothing is left half-decided",
+    )
+    approve.add_argument(
+        "--yes",
+        action="store_true",
+        help="approve after printing the previews without asking (needed when stdin is not "
+        "a terminal)",
     )
     approve.add_argument(
         "--answer",
@@ -187,6 +198,11 @@ def build_parser() -> argparse.ArgumentParser:
         deny_command,
     )
     deny.add_argument("name", help="the waiting thread")
+    deny.add_argument(
+        "--other-root",
+        action="store_true",
+        help="act in the --root given although the thread was started with other roots",
+    )
     deny.add_argument(
         "--call",
         action="append",
@@ -204,6 +220,11 @@ def build_parser() -> argparse.ArgumentParser:
         undo_command,
     )
     undo.add_argument("name", help="the thread")
+    undo.add_argument(
+        "--other-root",
+        action="store_true",
+        help="act in the --root given although the thread was started with other roots",
+    )
     which = undo.add_mutually_exclusive_group()
     which.add_argument("--call", metavar="ID", help="undo only this write call")
     which.add_argument("--turn", type=int, metavar="N", help="undo the writes of the N-th request")
@@ -486,6 +507,7 @@ async def chat(settings: Settings) -> int:
         from store import open_store
 
         async with open_store(settings.db) as store, store.hold(settings.thread):
+            await store.record_thread_settings(settings.thread, started_with(settings, launched))
             if not settings.read_only:
                 # Before waiting for LM Studio and the tools: a thread that cannot go on is
                 # the news.
@@ -856,6 +878,7 @@ async def decide(args: argparse.Namespace, settings: Settings, *, approve: bool)
 
     settings = dataclasses.replace(settings, thread=args.name)
     async with open_reader(settings) as (store, reader), store.hold(args.name):
+        settings = await in_thread_roots(store, args, settings)
         view = await commands.waiting_view(reader, args.name)
         calls = view.waiting
         reason = getattr(args, "reason", "")
@@ -880,6 +903,11 @@ async def decide(args: argparse.Namespace, settings: Settings, *, approve: bool)
                 context=agent.context,
                 verbose=settings.verbose,
             )
+            shown = view.kind == "question" or not approve
+            if not shown and not await commands.confirm_previews(
+                session, calls, decisions, args.yes
+            ):
+                return 3
             return await commands.decide(session, calls, decisions)
 
 
@@ -895,6 +923,7 @@ async def undo(args: argparse.Namespace, settings: Settings) -> int:
     from terminal import commands
 
     async with open_reader(settings) as (store, reader), store.hold(args.name):
+        settings = await in_thread_roots(store, args, settings)
         await commands.undoable_view(reader, args.name)
         async with open_server_tools(settings) as tools:
             session = ThreadSession(
@@ -906,6 +935,36 @@ async def undo(args: argparse.Namespace, settings: Settings) -> int:
                 verbose=settings.verbose,
             )
             return await commands.undo(session, args.call, args.turn, args.force)
+
+
+def started_with(settings: Settings, launched: Launched) -> dict[str, Any]:
+    """What a thread records at its first session (store migration 6)."""
+    return {
+        "roots": [str(root) for root in launched.roots],
+        "approve": settings.approve,
+        "policy": str(settings.policy.resolve()) if settings.policy else None,
+    }
+
+
+async def in_thread_roots(store: Store, args: argparse.Namespace, settings: Settings) -> Settings:
+    """approve, deny and undo act in the roots the thread was started with: without --root
+    they take those; with other roots they refuse, unless --other-root says so. A thread
+    from before fsagent kept its roots acts where it is told, as it always did."""
+    recorded = await store.thread_settings(args.name)
+    if not recorded or not recorded.get("roots"):
+        return settings
+    started = tuple(Path(root) for root in recorded["roots"])
+    policy = settings.policy or (Path(recorded["policy"]) if recorded.get("policy") else None)
+    if not args.root:
+        return dataclasses.replace(settings, roots=started, policy=policy)
+    given = tuple(Path(os.path.realpath(root)) for root in settings.roots)  # noqa: ASYNC240
+    if given == started or args.other_root:
+        return settings
+    raise StartupError(
+        f"thread '{args.name}' was started with --root {' --root '.join(map(str, started))}, "
+        f"not --root {' --root '.join(map(str, given))}; leave --root out to act in its "
+        "roots, or pass --other-root to act in these"
+    )
 
 
 @asynccontextmanager

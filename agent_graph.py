@@ -4,8 +4,10 @@ router ─► agent_<route> ─► after_agent ─┬─► END           (no to
                                          ├─► tools         (read calls only)
                                          ├─► ask           (any ask_person call)
                                          └─► approve       (any write call)
-ask ── interrupt(question payload) ── Command(goto="approve" if writes else "tools")
-approve ── rules, mode, grants; interrupt(payload) for the rest ── Command(goto="tools")
+ask ── interrupt(question payload) ── Command(goto="judge" if writes else "tools")
+judge ── the server's plan of each write; rules, mode, grants decide what they can
+      ─► approve (someone must decide) or tools
+approve ── interrupt(payload) for the rest; the decisions checked again ── Command(goto="tools")
 tools ─► agent_<route>       (writes the audit rows, then runs what was approved)
 
 Every model request goes through core.context: the same tools each time, the thread's
@@ -29,7 +31,7 @@ from langgraph.graph import END, START, StateGraph
 from langgraph.graph.state import CompiledStateGraph
 from langgraph.types import Command, interrupt
 
-from core import approval, questions
+from core import approval, plans, questions
 from core.audit import rows_for
 from core.context import ContextKeeper, Sent, announce_compaction, with_route
 from core.ledger import run_write_once
@@ -51,8 +53,12 @@ class AgentState(TypedDict, total=False):
     messages: Annotated[list[AnyMessage], DeltaChannel(append_messages)]
     route: str
     model_calls: int
-    # call id -> approval record, for the batch under review; only `approve` writes it.
+    # call id -> approval record, for the batch under review; `judge` writes what rules, mode
+    # and grants decide, `approve` what the person does.
     approvals: dict[str, dict[str, Any]]
+    # call id -> the server's plan of a write call (core.plans): the paths it acts on, as the
+    # server reads them, and their state. Written by `judge`, so a resume judges the same.
+    plans: dict[str, Any]
     # The person's "a" answers: a tool and a folder each. Written by `approve` when granted,
     # and by `person_update` when revoked; they end with the thread.
     grants: list[dict[str, str]]
@@ -143,7 +149,7 @@ def build_graph(
         if questions.questions_to_ask(message, schemas):
             return "ask"
         if approval.writes_to_review(message, schemas, state.get("route")):
-            return "approve"
+            return "judge"
         return "tools"
 
     def ask(state: AgentState) -> Command:
@@ -159,38 +165,83 @@ def build_graph(
             payload = questions.question_payload(state.get("route", "general"), calls)
             answers = questions.record_answers(interrupt(payload), calls)
         writes = approval.writes_to_review(message, schemas, state.get("route"))
-        return Command(goto="approve" if writes else "tools", update={"approvals": answers})
+        return Command(goto="judge" if writes else "tools", update={"approvals": answers})
+
+    def decide_now(call: dict[str, Any], plan: Any, grants: list[Any]) -> dict[str, Any] | None:
+        places = plans.places_of(plan)
+        return approval.decide_without_person(
+            call, policy, mode, grants, places, plans.disguised(plan)
+        )
+
+    async def judge(state: AgentState) -> Command:
+        # What the rules, the mode and the grants decide, on the paths as the server reads
+        # them, recorded in state before anyone is asked: a resume (a day later, in another
+        # process, with other rules) starts from what was decided and shown here.
+        message = last_ai_message(state.get("messages", []))
+        assert message is not None, "judge is only reached after a model message"
+        grants = list(state.get("grants") or [])
+        calls = approval.writes_to_review(message, schemas, state.get("route"))
+        approvals = dict(state.get("approvals") or {})  # the answers to questions, if any
+        planned: dict[str, Any] = {}
+        for call in calls:
+            planned[call["id"]] = await plans.plan_of(call, tools_by_name)
+            record = decide_now(call, planned[call["id"]], grants)
+            if record is not None:
+                approvals[call["id"]] = record
+        # Nothing for the person (every call decided by rules, mode or grants): straight to
+        # `tools`, one step and one checkpoint fewer, as before the plan was asked.
+        waits = any(call["id"] not in approvals for call in calls)
+        update = {"approvals": approvals, "plans": planned}
+        return Command(goto="approve" if waits else "tools", update=update)
 
     def approve(state: AgentState) -> Command:
-        # Runs again from the top on resume: nothing before interrupt() may have an effect,
-        # and what rules, mode and grants decide must come out the same both times.
+        # Runs again from the top on resume: nothing before interrupt() may have an effect.
+        # What `judge` decided is read from state, never decided again here, so rules that
+        # changed while the thread waited cannot turn the person's answer into another.
         message = last_ai_message(state.get("messages", []))
         assert message is not None, "approve is only reached after a model message"
         grants = list(state.get("grants") or [])
         calls = approval.writes_to_review(message, schemas, state.get("route"))
-        approvals = dict(state.get("approvals") or {})  # the answers to questions, if any
-        for call in calls:
-            record = approval.decide_without_person(call, policy, mode, grants)
-            if record is not None:
-                approvals[call["id"]] = record
+        planned = state.get("plans") or {}
+        approvals = dict(state.get("approvals") or {})
         for_person = [call for call in calls if call["id"] not in approvals]
+        route = state.get("route", "general")
         if for_person:
-            payload = approval.approval_payload(state.get("route", "general"), for_person)
+            said = {call["id"]: approval.policy_said(None) for call in for_person}
+            payload = approval.approval_payload(route, for_person, said)
             decided = approval.record_decisions(interrupt(payload), for_person, schemas)
             approvals |= decided
-            grants += new_grants(for_person, decided, grants)
+            grants += new_grants(for_person, decided, grants, planned)
+        # The rules, mode and grants in force now may only make a decision stricter; an
+        # approval they gave that they would no longer give is asked of the person again.
+        again = []
+        for call in calls:
+            checked = {**call, "args": approvals[call["id"]].get("args", call["args"])}
+            plan = planned.get(call["id"]) if checked["args"] == call["args"] else None
+            kept = approval.recheck(approvals[call["id"]], decide_now(checked, plan, grants))
+            if kept is None:
+                again.append(call)
+            else:
+                approvals[call["id"]] = kept
+        if again:
+            said = {c["id"]: approval.policy_said(approvals[c["id"]]) for c in again}
+            payload = approval.approval_payload(route, again, said)
+            approvals |= approval.record_decisions(interrupt(payload), again, schemas)
         # Always through `tools`: it records every decision in the audit log, answers each
         # call (rejections included) and runs the reads beside them.
         return Command(goto="tools", update={"approvals": approvals, "grants": grants})
 
     def new_grants(
-        calls: list[dict[str, Any]], decided: dict[str, Any], grants: list[dict[str, str]]
+        calls: list[dict[str, Any]],
+        decided: dict[str, Any],
+        grants: list[dict[str, str]],
+        planned: dict[str, Any],
     ) -> list[dict[str, str]]:
         added: list[dict[str, str]] = []
         for call in calls:
             if decided[call["id"]].get("decision") != "grant":
                 continue
-            grant = policy.grant_for(call)
+            grant = policy.grant_for(call, plans.places_of(planned.get(call["id"])))
             if grant is not None and grant not in grants + added:
                 added.append(grant)
         return added
@@ -241,8 +292,9 @@ def build_graph(
     graph.add_node("router", router)
     for group in ROUTES:
         graph.add_node(f"agent_{group}", make_agent(group))
-        graph.add_conditional_edges(f"agent_{group}", after_agent, ["ask", "approve", "tools", END])
-    graph.add_node("ask", ask, destinations=("approve", "tools"))
+        graph.add_conditional_edges(f"agent_{group}", after_agent, ["ask", "judge", "tools", END])
+    graph.add_node("ask", ask, destinations=("judge", "tools"))
+    graph.add_node("judge", judge, destinations=("approve", "tools"))
     graph.add_node("approve", approve, destinations=("tools",))
     graph.add_node("tools", run_tools)
     graph.add_node(PERSON_UPDATE, lambda state: {})
@@ -291,9 +343,12 @@ async def _run_call(
 ) -> Any:
     record = approvals.get(call["id"]) or {}
     args = _call_args(call, approvals)
+    # An approved write carries what its preview showed; the server refuses it, changing
+    # nothing, if that is no longer what is there.
+    sent = {**args, "expect": record["expect"]} if record.get("expect") else args
     try:
         result = await tools_by_name[call["name"]].ainvoke(
-            {"type": "tool_call", "name": call["name"], "args": args, "id": call["id"]}
+            {"type": "tool_call", "name": call["name"], "args": sent, "id": call["id"]}
         )
         text, failed = content_text(result.content), result.status == "error"
     except Exception as error:  # a broken pipe to the server must not lose the whole turn

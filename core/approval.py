@@ -16,7 +16,7 @@ import jsonschema
 from langchain_core.messages import AIMessage, ToolMessage
 from langchain_core.tools import BaseTool
 
-from core.policy import Grant, Policy
+from core.policy import Grant, Places, Policy
 from core.tool_groups import WRITE_TOOLS, in_group
 
 APPROVAL_KIND = "approval"
@@ -120,7 +120,12 @@ def writes_to_review(
 # --- the payload and the resume value ------------------------------------------------------
 
 
-def approval_payload(route: str, calls: list[ToolCall]) -> dict[str, Any]:
+def approval_payload(
+    route: str, calls: list[ToolCall], said: dict[str, str] | None = None
+) -> dict[str, Any]:
+    """`said`: what the policy said of each call at pause time, recorded so a resume that
+    finds the rules changed can tell (see `recheck`)."""
+    said = said or {}
     return {
         "kind": APPROVAL_KIND,
         "version": APPROVAL_VERSION,
@@ -131,6 +136,7 @@ def approval_payload(route: str, calls: list[ToolCall]) -> dict[str, Any]:
                 "name": call["name"],
                 "args": call["args"],
                 "allowed_decisions": allowed_decisions(call["name"]),
+                "policy": said.get(call["id"], "ask"),
             }
             for call in calls
         ],
@@ -184,13 +190,15 @@ def record_one(decision: Any, call: ToolCall, schemas: dict[str, dict[str, Any]]
         return rejected(f"{kind!r} is not a decision allowed for this call")
     if kind == "approve":
         granted = decision.get("grant") is True
-        return {"type": "approve", "decision": "grant" if granted else "approve"}
+        record = {"type": "approve", "decision": "grant" if granted else "approve"}
+        return record | bound_to(decision)
     if kind == "edit":
         args = decision.get("args")
         problem = call_problem({"name": call["name"], "args": args}, schemas)
         if problem:
             return rejected(f"the person's edit could not run: {problem}")
-        return {"type": "approve", "decision": "edit", "args": args, "edited": True}
+        record = {"type": "approve", "decision": "edit", "args": args, "edited": True}
+        return record | bound_to(decision)
     if kind == "respond":
         text = decision.get("message")
         if not isinstance(text, str) or not text.strip():
@@ -198,6 +206,13 @@ def record_one(decision: Any, call: ToolCall, schemas: dict[str, dict[str, Any]]
         return {"type": "respond", "decision": "respond", "message": text.strip()}
     message = decision.get("message")
     return rejected(str(message) if message else "")
+
+
+def bound_to(decision: dict[str, Any]) -> Decision:
+    """The state the person's preview showed (`expect`, a plan's paths), which the server
+    checks before the write acts; nothing when no preview was shown."""
+    expect = decision.get("expect")
+    return {"expect": expect} if isinstance(expect, list) else {}
 
 
 def rejected(message: str) -> Decision:
@@ -208,26 +223,35 @@ def rejected(message: str) -> Decision:
 
 
 def decide_without_person(
-    call: ToolCall, policy: Policy, mode: str, grants: list[Grant]
+    call: ToolCall,
+    policy: Policy,
+    mode: str,
+    grants: list[Grant],
+    places: Places | None = None,
+    disguised: str | None = None,
 ) -> Decision | None:
     """The record for a call that rules, the --approve mode or a grant decide; None if the
     person must. Precedence: a deny rule, then --approve no, then a call on the rules file
     (always the person's), then an allow rule, then --approve yes, then a grant; everything
     else (an ask rule, no rule) asks the person.
+    Paths are judged as the server reads them (`places`, from its plan); a call whose path is
+    `disguised` (reads as one place, names another) is refused before anything else.
     Pure: the same state and policy always give the same answer.
     """
-    verdict = policy.judge(call["name"], call["args"])
+    if disguised:
+        return auto(call, "reject", "rule", disguised)
+    verdict = policy.judge(call["name"], call["args"], places)
     if verdict.decision == "deny" and verdict.rule is not None:
         return auto(call, "reject", "rule", f"denied by {verdict.rule.describe()}")
     if mode == "no":
         return auto(call, "reject", "mode", "fsagent runs with --approve no: no write runs")
-    if policy.touches_rules(call["name"], call["args"]):
+    if policy.touches_rules(call["name"], call["args"], places):
         return None  # the rules file: only the person may change what decides for them
     if verdict.decision == "allow" and verdict.rule is not None:
         return auto(call, "approve", "rule", f"allowed by {verdict.rule.describe()}")
     if mode == "yes":
         return auto(call, "approve", "mode", "fsagent runs with --approve yes")
-    grant = policy.covering_grant(call, grants)
+    grant = policy.covering_grant(call, grants, places)
     if grant is not None:
         return auto(call, "approve", "grant", f"granted: {describe_grant(grant)}")
     return None
@@ -238,6 +262,28 @@ def auto(call: ToolCall, kind: str, by: str, reason: str) -> Decision:
     if kind == "reject":
         record["message"] = reason
     return record
+
+
+def policy_said(record: Decision | None) -> str:
+    """What the policy said of a call, in the words the payload records."""
+    if record is None:
+        return "ask"
+    return f"{record['decision']}: {record.get('reason', '')}"
+
+
+def recheck(recorded: Decision, now: Decision | None) -> Decision | None:
+    """A decision made at pause time, judged again at resume with the rules, mode and
+    grants in force now. They may only make it stricter: a deny rule or --approve no now
+    rejects an approve; an approve the rules, mode or a grant made, which they would no
+    longer make, must be asked again (returns None). A person's reject, edit or respond is
+    never turned into a run of the original."""
+    if not is_approved(recorded):
+        return recorded  # a reject or respond is final
+    if now is not None and now.get("type") == "reject":
+        return {**now, "recheck": True}  # stricter now: a deny rule, or --approve no
+    if recorded.get("by") in ("rule", "mode", "grant") and not is_approved(now):
+        return None  # it was approved without the person; the rules no longer say so
+    return recorded
 
 
 def describe_grant(grant: Grant) -> str:

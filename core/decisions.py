@@ -35,6 +35,12 @@ class DecisionError(ValueError):
 def _check_approve(decision: dict[str, Any], call: ToolCall, schemas: Schemas) -> None:
     if "grant" in decision and not isinstance(decision["grant"], bool):
         raise DecisionError(f"{call['id']}: grant must be true or false")
+    _check_expect(decision, call)
+
+
+def _check_expect(decision: dict[str, Any], call: ToolCall) -> None:
+    if "expect" in decision and not isinstance(decision["expect"], list):
+        raise DecisionError(f"{call['id']}: expect must be the list the call's preview gave")
 
 
 def _check_reject(decision: dict[str, Any], call: ToolCall, schemas: Schemas) -> None:
@@ -52,6 +58,7 @@ def _check_edit(decision: dict[str, Any], call: ToolCall, schemas: Schemas) -> N
     args = decision.get("args")
     if not isinstance(args, dict):
         raise DecisionError(f"{call['id']}: an edit needs args, a JSON object of arguments")
+    _check_expect(decision, call)
     if call["name"] in schemas:
         problem = call_problem({"name": call["name"], "args": args}, schemas)
         if problem:
@@ -65,9 +72,11 @@ class DecisionType:
 
 
 DECISION_TYPES: dict[str, DecisionType] = {
-    "approve": DecisionType(frozenset({"grant"}), _check_approve),
+    # expect: the state the reviewer's preview showed (the `expect` of the pending call),
+    # which the write is bound to.
+    "approve": DecisionType(frozenset({"grant", "expect"}), _check_approve),
     "reject": DecisionType(frozenset({"message"}), _check_reject),
-    "edit": DecisionType(frozenset({"args"}), _check_edit),
+    "edit": DecisionType(frozenset({"args", "expect"}), _check_edit),
     # The person answers in the call's place: it does not run, the model reads the message.
     "respond": DecisionType(frozenset({"message"}), _check_respond),
 }

@@ -32,6 +32,9 @@ STRENGTH = {"allow": 0, "ask": 1, "deny": 2}
 RULE_KEYS = frozenset({"tool", "path", "decision"})
 
 Grant = dict[str, str]
+# argument -> (root, path relative to it), as the server's plan reads them (core.plans); None
+# for an argument outside every root. Without it, paths are located here (`locate`).
+Places = dict[str, tuple[Path, str] | None]
 
 
 def path_arguments(tool: str) -> tuple[str, ...]:
@@ -113,13 +116,21 @@ class Policy:
     rules: tuple[Rule, ...] = ()
     source: str | None = None
 
-    def touches_rules(self, tool: str, args: dict[str, Any]) -> bool:
+    def located(
+        self, name: str, args: dict[str, Any], places: Places | None
+    ) -> tuple[Path, str] | None:
+        """Where argument `name` lands: the server's reading when given, else our own."""
+        if places is not None and name in places:
+            return places[name]
+        return locate(args.get(name), self.roots)
+
+    def touches_rules(self, tool: str, args: dict[str, Any], places: Places | None = None) -> bool:
         """Whether a call could write, replace, move or delete the rules file itself (or a
         folder holding it). Such a call always goes to the person: an agent approved by a
         mode, a grant or an allow rule must never be able to loosen its own rules."""
         rules_file = Path(os.path.realpath(self.source or self.roots[0] / POLICY_FILE))
         for name in path_arguments(tool):
-            located = locate(args.get(name), self.roots)
+            located = self.located(name, args, places)
             if located is None:
                 continue
             root, relative = located
@@ -128,12 +139,13 @@ class Policy:
                 return True
         return False
 
-    def judge(self, tool: str, args: dict[str, Any]) -> Verdict:
-        verdicts = [self.judge_path(tool, args.get(name)) for name in path_arguments(tool)]
+    def judge(self, tool: str, args: dict[str, Any], places: Places | None = None) -> Verdict:
+        verdicts = [
+            self.judge_path(tool, self.located(name, args, places)) for name in path_arguments(tool)
+        ]
         return max(verdicts, key=lambda verdict: STRENGTH[verdict.decision])
 
-    def judge_path(self, tool: str, given: Any) -> Verdict:
-        located = locate(given, self.roots)
+    def judge_path(self, tool: str, located: tuple[Path, str] | None) -> Verdict:
         if located is None:
             return Verdict("ask", None)  # outside every root: no rule can allow it
         _, relative = located
@@ -145,9 +157,9 @@ class Policy:
 
     # --- grants --------------------------------------------------------------------------
 
-    def grant_for(self, call: dict[str, Any]) -> Grant | None:
+    def grant_for(self, call: dict[str, Any], places: Places | None = None) -> Grant | None:
         """The grant `a` gives for this call: its tool in the folder of its (first) path."""
-        located = locate(call["args"].get(path_arguments(call["name"])[0]), self.roots)
+        located = self.located(path_arguments(call["name"])[0], call["args"], places)
         if located is None:
             return None
         root, relative = located
@@ -156,16 +168,20 @@ class Policy:
         shown = folder.relative_to(root).as_posix()
         return {"tool": call["name"], "folder": str(folder), "shown": shown + "/"}
 
-    def covering_grant(self, call: dict[str, Any], grants: list[Grant]) -> Grant | None:
+    def covering_grant(
+        self, call: dict[str, Any], grants: list[Grant], places: Places | None = None
+    ) -> Grant | None:
         """The grant that covers this call: same tool, every path inside its folder."""
         for grant in grants:
-            if grant.get("tool") == call["name"] and self.inside(call, Path(grant["folder"])):
+            if grant.get("tool") == call["name"] and self.inside(
+                call, Path(grant["folder"]), places
+            ):
                 return grant
         return None
 
-    def inside(self, call: dict[str, Any], folder: Path) -> bool:
+    def inside(self, call: dict[str, Any], folder: Path, places: Places | None = None) -> bool:
         for name in path_arguments(call["name"]):
-            located = locate(call["args"].get(name), self.roots)
+            located = self.located(name, call["args"], places)
             if located is None:
                 return False
             root, relative = located

@@ -12,6 +12,7 @@ from __future__ import annotations
 import json
 from typing import Any
 
+from core.plans import Plan
 from core.server_reads import ReadError, ask, info
 from core.undo_capture import CAPTURES, capture, undo_lines
 
@@ -24,13 +25,19 @@ MAX_FOLDERS_COUNTED = 200
 Tools = dict[str, Any]
 
 
-async def preview(call: dict[str, Any], tools: Tools) -> list[str]:
-    """The lines that show what `call` would do, cut to PREVIEW_LINES with a marker."""
+async def preview(call: dict[str, Any], tools: Tools, plan: Plan | None = None) -> list[str]:
+    """The lines that show what `call` would do, cut to PREVIEW_LINES with a marker. With the
+    server's plan (core.plans), what a delete, copy or move touches is said from it: paths
+    as the server resolves them, whole counts, links named as links."""
     make = PREVIEWS.get(call["name"])
     if make is None:
         return []
     try:
-        lines = await make(call["args"], tools)
+        planned = PLANNED.get(call["name"]) if plan else None
+        if planned is not None and plan is not None:
+            lines = planned({entry["argument"]: entry for entry in plan}, call["args"])
+        else:
+            lines = await make(call["args"], tools)
     except ReadError as error:
         lines = [f"(no preview: {error})"]
     except (ValueError, KeyError, TypeError) as error:  # an answer of a shape we did not expect
@@ -55,9 +62,12 @@ def cut(lines: list[str], limit: int = PREVIEW_LINES) -> list[str]:
 
 
 def clip_line(line: str) -> str:
+    """A long line keeps its start and its end (where a path says where it lands), the
+    middle elided."""
     if len(line) <= LINE_WIDTH:
         return line
-    return f"{line[:LINE_WIDTH]}… (+{len(line) - LINE_WIDTH:,} chars)"
+    half = LINE_WIDTH // 2
+    return f"{line[:half]}… (+{len(line) - LINE_WIDTH:,} chars) …{line[-half:]}"
 
 
 # --- one preview per write tool --------------------------------------------------------------
@@ -161,6 +171,59 @@ async def preview_touch(args: dict[str, Any], tools: Tools) -> list[str]:
     found = await info(tools, path)
     return [f"updates the time of {path}" if found else f"creates empty file {path}"]
 
+
+# --- from the server's plan ----------------------------------------------------------------
+
+Entries = dict[str, dict[str, Any]]  # argument -> the plan's entry for it
+
+
+def what_is(entry: dict[str, Any]) -> str:
+    """The entry a plan found, named as what it is: a link as a link, a folder counted whole."""
+    state, path = entry["state"], entry["path"]
+    kind = state.get("type")
+    if kind == "symlink":
+        return f"the symlink {path} (-> {state.get('link')}; the link, not its target)"
+    if kind == "folder":
+        return (
+            f"folder {path}/ with {state.get('files', 0):,} files in "
+            f"{state.get('folders', 0):,} folders, {state.get('bytes', 0):,} bytes"
+        )
+    if kind == "file":
+        return f"file {path} ({state.get('size', 0):,} bytes)"
+    return f"{kind} {path}"
+
+
+def planned_delete(entries: Entries, args: dict[str, Any]) -> list[str]:
+    entry = entries["path"]
+    if not entry["state"].get("exists"):
+        return [f"{entry['path']} does not exist: the call will fail"]
+    lines = [f"deletes {what_is(entry)}"]
+    state = entry["state"]
+    inside = state.get("files", 0) + state.get("folders", 0)
+    if state.get("type") == "folder" and inside and not args.get("recursive"):
+        lines.append("recursive is false: the call will fail because the folder is not empty")
+    return lines
+
+
+def planned_transfer(entries: Entries, args: dict[str, Any], verb: str) -> list[str]:
+    source, destination = entries["source"], entries["destination"]
+    if not source["state"].get("exists"):
+        return [f"{source['path']} does not exist: the call will fail"]
+    lines = [f"{verb} {what_is(source)} -> {destination['path']}"]
+    if not destination["state"].get("exists"):
+        lines.append(f"{destination['path']} is new")
+    elif args.get("overwrite"):
+        lines.append(f"overwrites {what_is(destination)}")
+    else:
+        lines.append(f"{destination['path']} exists and overwrite is false: the call will fail")
+    return lines
+
+
+PLANNED = {
+    "delete": planned_delete,
+    "copy": lambda entries, args: planned_transfer(entries, args, "copies"),
+    "move": lambda entries, args: planned_transfer(entries, args, "moves"),
+}
 
 PREVIEWS = {
     "write_file": preview_write,

@@ -11,7 +11,7 @@ SIGTERM) raises CancelledError out of the iteration; the front-end then calls
 from __future__ import annotations
 
 from collections.abc import AsyncIterator, Iterator
-from typing import Any
+from typing import Any, ClassVar
 
 from langchain_core.messages import AIMessage, AIMessageChunk, HumanMessage, ToolMessage
 from langchain_core.tools import BaseTool
@@ -24,6 +24,7 @@ from core.context import COMPACTED, ContextKeeper
 from core.error_lines import describe_error
 from core.errors import ContextTooSmall, ReplayMismatch
 from core.messages import content_text
+from core.plans import Plan, expect_of, plan_of
 from core.policy import Grant
 from core.preview import preview, undo_note
 from core.replies import CUT_KEY, REASONING_KEY, ThinkSplitter, cut_note
@@ -53,6 +54,11 @@ from store.base import Store, UndoRun
 
 class ThreadSession:
     """One thread of one graph, held open by one front-end."""
+
+    # (thread, call id) -> the state the last preview of the call showed, in this process:
+    # an approval carries it to the server, which refuses the write if the file changed.
+    # Shared by the sessions of a process: the HTTP service makes one per request.
+    shown: ClassVar[dict[tuple[str, str], Plan]] = {}
 
     def __init__(
         self,
@@ -91,8 +97,36 @@ class ThreadSession:
     async def preview(self, call: dict[str, Any]) -> list[str]:
         """What a pending write call would change, worked out without changing anything,
         and whether it could be undone when it could not."""
-        lines = await preview(call, self.tools)
+        # The plan first: a file changed between it and the diff is refused at the write,
+        # never written over unseen.
+        plan = await plan_of(call, self.tools)
+        if plan is not None:
+            self.shown[(self.thread, str(call["id"]))] = plan
+        lines = await preview(call, self.tools, plan)
         return lines + await undo_note(call, self.tools, await self.store.undo_bytes(self.thread))
+
+    async def bind(self, decisions: dict[str, Any]) -> dict[str, Any]:
+        """The resume value with each approval bound to what its preview showed (`expect`,
+        checked by the server before it acts); an edit is bound to the state its own
+        arguments find now. A decision that already carries one keeps it."""
+        given = decisions.get("decisions")
+        if not isinstance(given, dict):
+            return decisions
+        names = {c["id"]: c["name"] for c in ((await self.pending()) or {}).get("calls", [])}
+        bound = {}
+        for call_id, decision in given.items():
+            decision = dict(decision) if isinstance(decision, dict) else decision
+            if isinstance(decision, dict) and "expect" not in decision:
+                plan = None
+                if decision.get("type") == "approve":
+                    plan = self.shown.get((self.thread, call_id))
+                elif decision.get("type") == "edit" and call_id in names:
+                    edited = {"name": names[call_id], "args": decision.get("args")}
+                    plan = await plan_of(edited, self.tools)
+                if plan is not None:
+                    decision["expect"] = expect_of(plan)
+            bound[call_id] = decision
+        return {**decisions, "decisions": bound}
 
     # -- runs ------------------------------------------------------------------------------------
 
@@ -104,11 +138,12 @@ class ThreadSession:
             return _refused(too_big)
         return self.run({"messages": [HumanMessage(content=text, id=new_id("human"))]})
 
-    def resume(self, decisions: dict[str, Any]) -> AsyncIterator[events.Event]:
+    async def resume(self, decisions: dict[str, Any]) -> AsyncIterator[events.Event]:
         """Answer what the thread waits on and run on: an approval with the contract's
         `{"decisions": {call_id: ...}}`, a question with `{"answers": {call_id: text}}`
-        (see core.questions)."""
-        return self.run(Command(resume=decisions))
+        (see core.questions). Approvals are bound to their previews (`bind`)."""
+        async for event in self.run(Command(resume=await self.bind(decisions))):
+            yield event
 
     def finish_cut_off_run(self) -> AsyncIterator[events.Event]:
         """Run on from where a crash stopped the last run. The ledger keeps every write that
@@ -308,10 +343,12 @@ class ThreadSession:
         yield from self._new_summary(update.get("summary"))
         if node == "router" and "route" in update:
             yield events.Route(update["route"])
-        if node in ("approve", "ask"):
+        if node in ("judge", "approve", "ask"):
             records = update.get("approvals") or {}
-            if node == "approve":  # it carries the ask step's records on; shown there already
+            if node != "ask":  # they carry the ask step's records on; shown there already
                 records = {k: r for k, r in records.items() if r.get("tool") != ASK_PERSON}
+            if node == "approve":  # judge showed its own; approve adds only its re-checks
+                records = {k: r for k, r in records.items() if r.get("recheck")}
             yield from automatic_decisions(records)
         for message in update.get("messages") or []:
             if isinstance(message, AIMessage):

@@ -23,15 +23,16 @@ from langchain_core.utils.function_calling import convert_to_openai_tool
 # Tools another tool does as well, left out to keep every request small: touch (write_file
 # with empty content), file_hash (writes return the new sha256), read_multiple_files (several
 # read_file calls in one step), diff_files (read both), list_directory_with_sizes
-# (list_directory, then get_file_info).
+# (list_directory, then get_file_info). plan is fsagent's own: what a write would touch.
 NOT_OFFERED: frozenset[str] = frozenset(
-    {"touch", "file_hash", "read_multiple_files", "diff_files", "list_directory_with_sizes"}
+    {"touch", "file_hash", "read_multiple_files", "diff_files", "list_directory_with_sizes", "plan"}
 )
 
-# Parameters the model is not shown: dry_run is how fsagent previews a write itself; the
-# others tune what a call returns and have good defaults on the server.
+# Parameters the model is not shown: dry_run is how fsagent previews a write itself, expect
+# binds an approved write to its preview; the others tune what a call returns and have good
+# defaults on the server.
 HIDDEN_PARAMETERS: frozenset[str] = frozenset(
-    {"dry_run", "context", "max_matches", "exclude", "expected_sha256", "sort_by"}
+    {"dry_run", "expect", "context", "max_matches", "exclude", "expected_sha256", "sort_by"}
 )
 
 # One line each, as short as still lets a small model pick the right tool and arguments.

@@ -52,7 +52,7 @@ from mcp_servers.writing import WriteTools
 logger = logging.getLogger("fsagent.filesystem")
 
 
-class FileTools(ReadTools, SearchTools, WriteTools):
+class FileTools(ReadTools, SearchTools, WriteTools):  # WriteTools brings plans.PlanTools
     """The tools; each public method is registered under its own name."""
 
 

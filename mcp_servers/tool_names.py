@@ -14,6 +14,7 @@ READ_TOOL_NAMES: frozenset[str] = frozenset(
         "search_files",
         "grep",
         "diff_files",
+        "plan",
     }
 )
 WRITE_TOOL_NAMES: frozenset[str] = frozenset(

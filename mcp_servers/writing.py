@@ -55,8 +55,9 @@ from mcp_servers.fileio import (
 from mcp_servers.links import links_leaving
 from mcp_servers.names import quoted_given, show
 from mcp_servers.permissions import check_writable, take_over
+from mcp_servers.plans import PlanTools
 from mcp_servers.sandbox import Resolved, Sandbox, is_within
-from mcp_servers.tool_base import ToolBase, show_given
+from mcp_servers.tool_base import show_given
 
 MAX_WRITE_BYTES = EDIT_LIMIT  # content a write may carry
 SKIPPED_LISTED_BYTES = 64 * 1024  # of names a folder copy lists as skipped, per list
@@ -64,6 +65,8 @@ PERMISSION_BITS = 0o777  # a copy keeps these of the source's mode, never setuid
 NEW_FILE_FLAGS = os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC
 
 T = TypeVar("T")
+# What the person's preview showed (a plan's paths, plans.py); the write is refused if it differs.
+Expect = list[dict[str, Any]] | None
 
 
 class Edit(BaseModel):
@@ -111,7 +114,7 @@ def writer_of(*parts: bytes) -> Callable[[int], None]:
     return fill
 
 
-class WriteTools(ToolBase):
+class WriteTools(PlanTools):
     """The tools that write; each public method is registered under its own name."""
 
     def __init__(self, sandbox: Sandbox) -> None:
@@ -126,6 +129,7 @@ class WriteTools(ToolBase):
         content: str,
         mode: Literal["write", "append"] = "write",
         dry_run: bool = False,
+        expect: Expect = None,
     ) -> str:
         """Create or replace a text file (mode='write'), or add to its end (mode='append').
 
@@ -134,6 +138,8 @@ class WriteTools(ToolBase):
         """
         # The owner is kept too (or set-id bits cleared), a file without a write bit for the
         # server's user is refused, and appends edit files up to 8 MiB (permissions.py).
+        if not dry_run:  # a precondition from a plan (plans.py): refused if the file changed
+            self.check_expect("write_file", {"path": path}, expect)
         new_part = content.encode("utf-8")
         if len(new_part) > MAX_WRITE_BYTES:
             raise ToolError(f"invalid_argument: content is larger than {MAX_WRITE_BYTES:,} bytes")
@@ -167,6 +173,7 @@ class WriteTools(ToolBase):
         edits: list[Edit],
         expected_sha256: str | None = None,
         dry_run: bool = False,
+        expect: Expect = None,
     ) -> str:
         """Replace text in a file: each edit's old_text must occur exactly once.
 
@@ -176,6 +183,8 @@ class WriteTools(ToolBase):
         """
         if not edits:
             raise ToolError("invalid_argument: edits is empty")
+        if not dry_run:
+            self.check_expect("patch_file", {"path": path}, expect)
         target = self.existing(path)
         shown = self.raw_relative(target.real)
         with self.places.parent(target.real) as (folder, name):
@@ -200,8 +209,9 @@ class WriteTools(ToolBase):
             replace_entry(folder, name, writer_of(new), finisher(found))
         return to_json(result)
 
-    def make_dir(self, path: str) -> str:
+    def make_dir(self, path: str, expect: Expect = None) -> str:
         """Create a folder, and any missing parents. An existing folder is left as it is."""
+        self.check_expect("make_dir", {"path": path}, expect)
         target = self.sandbox.resolve(path)
         if target.exists and not target.real.is_dir():
             raise ToolError(f"{quoted_given(path)} exists and is a file")
@@ -210,8 +220,9 @@ class WriteTools(ToolBase):
                 pass
         return to_json({"path": self.relative(target.real), "created": not target.exists})
 
-    def touch(self, path: str) -> str:
+    def touch(self, path: str, expect: Expect = None) -> str:
         """Create an empty file, or update the modification time of an existing one."""
+        self.check_expect("touch", {"path": path}, expect)
         target = self.sandbox.resolve(path)
         shown = self.raw_relative(target.real)
         if target.real in self.sandbox.roots:
@@ -230,13 +241,16 @@ class WriteTools(ToolBase):
         relative = self.relative(target.real)
         return to_json({"path": relative, "created": not target.exists, "size": size})
 
-    def copy(self, source: str, destination: str, overwrite: bool = False) -> str:
+    def copy(
+        self, source: str, destination: str, overwrite: bool = False, expect: Expect = None
+    ) -> str:
         """Copy a file or a folder. An existing destination is replaced only if overwrite=True.
 
         A folder copy skips symlinks (and lists them); it never copies a link's target.
         """
         # Holes of sparse files are kept; the copy gets the source's permission bits, never
         # setuid or setgid; special files in a folder are skipped and listed too.
+        self.check_expect("copy", {"source": source, "destination": destination}, expect)
         src = self.existing(source)
         dst = self.destination(destination, overwrite, src)
         if src.real.is_dir():
@@ -254,12 +268,15 @@ class WriteTools(ToolBase):
             }
         )
 
-    def move(self, source: str, destination: str, overwrite: bool = False) -> str:
+    def move(
+        self, source: str, destination: str, overwrite: bool = False, expect: Expect = None
+    ) -> str:
         """Move or rename a file, folder or symlink (a link moves as a link).
 
         An existing destination file is replaced only if overwrite=True.
         """
         # A move that would leave a relative link pointing outside the roots is refused.
+        self.check_expect("move", {"source": source, "destination": destination}, expect)
         src = self.sandbox.resolve_entry(source)
         if not src.exists:
             raise ToolError(f"not found: {show_given(source)}")
@@ -291,11 +308,12 @@ class WriteTools(ToolBase):
             }
         )
 
-    def delete(self, path: str, recursive: bool = False) -> str:
+    def delete(self, path: str, recursive: bool = False, expect: Expect = None) -> str:
         """Delete a file, a symlink (the link, not its target) or a folder.
 
         A folder that is not empty needs recursive=True. Roots cannot be deleted.
         """
+        self.check_expect("delete", {"path": path}, expect)
         target = self.sandbox.resolve_entry(path)
         if not target.exists:
             raise ToolError(f"not found: {show_given(path)}")

@@ -115,6 +115,7 @@ class ThreadRecord:
     ledger: tuple[LedgerEntry, ...]
     undo: tuple[UndoRecord, ...] = ()  # oldest first; the copy numbers them anew, in order
     undo_runs: tuple[UndoRun, ...] = ()
+    settings: str | None = None  # JSON: what the thread was started with (migration 6)
 
 
 class Store(Protocol):
@@ -175,6 +176,15 @@ class Store(Protocol):
     # -- copying a thread to another store (`fsagent migrate-db`) ---------------------------------
 
     async def thread_record(self, thread: str) -> ThreadRecord: ...
+
+    async def thread_settings(self, thread: str) -> dict[str, Any] | None:
+        """What the thread was started with (roots, approval mode, rules file); None for a
+        thread started before fsagent kept it."""
+        ...
+
+    async def record_thread_settings(self, thread: str, settings: dict[str, Any]) -> None:
+        """Keep what a held thread is started with; a thread that has them keeps its own."""
+        ...
 
     async def add_thread_record(self, record: ThreadRecord) -> None:
         """Register the thread (with no holder) and add its ledger rows; rows already there

@@ -137,6 +137,14 @@ MIGRATIONS: tuple[Migration, ...] = (
             """,
         ),
     ),
+    Migration(
+        6,
+        "thread_settings",
+        # What a thread was started with (JSON: roots, approval mode, rules file), so that
+        # approve, deny, undo and the HTTP service act in those roots and not in whatever
+        # folder they happen to be run from. NULL for threads started before.
+        ("ALTER TABLE fsagent_threads ADD COLUMN settings TEXT",),
+    ),
 )
 
 SCHEMA_VERSION = len(MIGRATIONS)

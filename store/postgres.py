@@ -222,12 +222,23 @@ class PostgresStore:
 
     # -- copying a thread ------------------------------------------------------------------------
 
+    async def thread_settings(self, thread: str) -> dict[str, Any] | None:
+        rows = await self._fetch(sql.THREAD_SETTINGS, (thread,))
+        return json.loads(rows[0]["settings"]) if rows and rows[0]["settings"] else None
+
+    async def record_thread_settings(self, thread: str, settings: dict[str, Any]) -> None:
+        async with self.lock:
+            await self.conn.execute(
+                psycopg_sql(sql.SETTINGS_RECORD), (json.dumps(settings), thread)
+            )
+
     async def thread_record(self, thread: str) -> ThreadRecord:
         registered = await self._fetch(sql.REGISTERED_AT, (thread,))
         ledger = await self._fetch(sql.LEDGER_OF_THREAD, (thread,))
         return ThreadRecord(
             name=thread,
             created_at=registered[0]["created_at"] if registered else None,
+            settings=registered[0]["settings"] if registered else None,
             ledger=tuple(LedgerEntry(**{**row, "failed": bool(row["failed"])}) for row in ledger),
             undo=tuple(await self.undo_records(thread)),
             undo_runs=tuple(await self._undo_runs(thread)),
@@ -237,7 +248,8 @@ class PostgresStore:
         async with self.lock, self.conn.transaction(), self.conn.cursor() as cursor:
             # The copy's holder registered the thread already: it keeps the original's date.
             await cursor.execute(
-                psycopg_sql(sql.REGISTER_COPY), (record.name, record.created_at or now())
+                psycopg_sql(sql.REGISTER_COPY),
+                (record.name, record.created_at or now(), record.settings),
             )
             if record.ledger:
                 await cursor.executemany(

@@ -170,12 +170,21 @@ class SQLiteStore:
 
     # -- copying a thread ------------------------------------------------------------------------
 
+    async def thread_settings(self, thread: str) -> dict[str, Any] | None:
+        rows = await self._fetch(sql.THREAD_SETTINGS, (thread,))
+        return json.loads(rows[0][0]) if rows and rows[0][0] else None
+
+    async def record_thread_settings(self, thread: str, settings: dict[str, Any]) -> None:
+        async with self._lock:
+            await self.conn.execute(sql.SETTINGS_RECORD, (json.dumps(settings), thread))
+
     async def thread_record(self, thread: str) -> ThreadRecord:
         registered = await self._fetch(sql.REGISTERED_AT, (thread,))
         ledger = await self._fetch(sql.LEDGER_OF_THREAD, (thread,))
         return ThreadRecord(
             name=thread,
             created_at=registered[0][0] if registered else None,
+            settings=registered[0][1] if registered else None,
             ledger=tuple(
                 LedgerEntry(*row[:7], bool(row[7]), *row[8:])  # type: ignore[arg-type]
                 for row in ledger
@@ -187,7 +196,9 @@ class SQLiteStore:
     async def add_thread_record(self, record: ThreadRecord) -> None:
         async with self._lock, self._transaction("BEGIN IMMEDIATE"):
             # The copy's holder registered the thread already: it keeps the original's date.
-            await self.conn.execute(sql.REGISTER_COPY, (record.name, record.created_at or now()))
+            await self.conn.execute(
+                sql.REGISTER_COPY, (record.name, record.created_at or now(), record.settings)
+            )
             await self.conn.executemany(
                 sql.LEDGER_COPY, [entry.values() for entry in record.ledger]
             )

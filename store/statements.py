@@ -20,11 +20,15 @@ THREAD_TABLES = (
     ("fsagent_undo_runs", "thread"),
     ("fsagent_threads", "name"),
 )
-REGISTERED_AT = "SELECT created_at FROM fsagent_threads WHERE name = ?"
+REGISTERED_AT = "SELECT created_at, settings FROM fsagent_threads WHERE name = ?"
 REGISTER_COPY = (
-    "INSERT INTO fsagent_threads (name, created_at) VALUES (?, ?) "
-    "ON CONFLICT (name) DO UPDATE SET created_at = excluded.created_at"
+    "INSERT INTO fsagent_threads (name, created_at, settings) VALUES (?, ?, ?) "
+    "ON CONFLICT (name) DO UPDATE SET created_at = excluded.created_at, "
+    "settings = excluded.settings"
 )
+THREAD_SETTINGS = "SELECT settings FROM fsagent_threads WHERE name = ?"
+# Recorded once, by the first session of the thread: what it was started with stays.
+SETTINGS_RECORD = "UPDATE fsagent_threads SET settings = ? WHERE name = ? AND settings IS NULL"
 
 LEDGER_ROW = (
     "SELECT status, result, failed FROM fsagent_ledger "
@@ -78,8 +82,7 @@ UNDO_RUN_START = (
     "VALUES (?, ?, ?, ?, ?) ON CONFLICT DO NOTHING"
 )
 UNDO_RUN_DONE = (
-    "UPDATE fsagent_undo_runs SET status = 'done', finished_at = ? "
-    "WHERE thread = ? AND undo_id = ?"
+    "UPDATE fsagent_undo_runs SET status = 'done', finished_at = ? WHERE thread = ? AND undo_id = ?"
 )
 UNDO_RUNS = (
     "SELECT thread, undo_id, plan, status FROM fsagent_undo_runs "

@@ -34,6 +34,7 @@ from core.threads import (
 )
 from store.base import AuditRow, Store
 from terminal.console import Terminal
+from terminal.review import describe_call, paint
 from terminal.steps import StepPrinter, show_run
 from terminal.undo import finish_cut_off_undo, undo_at_terminal
 
@@ -236,6 +237,34 @@ def batch_decisions(
         else:
             decisions[call_id] = {"type": "reject", "message": "the person denied this batch"}
     return {"decisions": decisions}
+
+
+async def confirm_previews(
+    session: ThreadSession, calls: list[dict[str, Any]], decisions: dict[str, Any], yes: bool
+) -> bool:
+    """Print what each call to be approved would change, as the terminal's review shows it
+    (and bind the approval to it); then the person's yes, or --yes. From a pipe without
+    --yes nothing is decided: no one read the previews."""
+    term = Terminal()
+    approving = [c for c in calls if decisions["decisions"][c["id"]]["type"] == "approve"]
+    for number, call in enumerate(approving, 1):
+        term.say(f"[{number}/{len(approving)}] {describe_call(call)}")
+        for line in await session.preview(call):
+            term.say("    " + paint(line, term.color))
+    if yes or not approving:
+        return True
+    if term.piped:
+        print(
+            f"fsagent: approve {session.thread}: stdin is not a terminal, so no one read the "
+            "previews above; pass --yes to approve them as shown. Nothing was run",
+            file=sys.stderr,
+        )
+        return False
+    answer = confirm(f"approve {len(approving)} call(s) as shown? [y/n] ").strip().lower()
+    if answer in ("y", "yes"):
+        return True
+    term.say("Nothing was decided; the thread still waits.")
+    return False
 
 
 async def decide(

@@ -62,9 +62,9 @@ def test_killed_at_approval_then_approved_from_another_shell(workspace: Workspac
 
         listed = workspace.run(NO_LLM, "", "threads")
         pending = workspace.run(NO_LLM, "", "approvals")
-        approved = workspace.run(llm.base_url, "", "approve", "t")
+        approved = workspace.run(llm.base_url, "", "approve", "t", "--yes")
         shown = workspace.run(NO_LLM, "", "threads", "show", "t")
-        again = workspace.run(llm.base_url, "", "approve", "t")
+        again = workspace.run(llm.base_url, "", "approve", "t", "--yes")
 
     assert listed.returncode == 0, listed.stderr
     assert "waiting for approval" in listed.stdout
@@ -148,7 +148,7 @@ def test_a_thread_paused_by_another_version_is_refused_until_reset(workspace: Wo
 
     with FakeLLM([text("Fine, what next?")], auto_route="general") as llm:
         opened = workspace.run(llm.base_url, "hello\n", thread="renamed")
-        decided = workspace.run(llm.base_url, "", "approve", "old")
+        decided = workspace.run(llm.base_url, "", "approve", "old", "--yes")
         reset = workspace.run(NO_LLM, "", "threads", "reset", "renamed")
         reopened = workspace.run(llm.base_url, "hello\n", thread="renamed")
 
@@ -255,7 +255,7 @@ def test_deny_and_partial_approval_decide_the_whole_batch(workspace: Workspace):
     with FakeLLM(script, auto_route="filesystem") as llm:
         workspace.run(llm.base_url, "write a and b\n")
         wrong_call = workspace.run(llm.base_url, "", "approve", "t", "--call", "call_z")
-        partly = workspace.run(llm.base_url, "", "approve", "t", "--call", "call_a")
+        partly = workspace.run(llm.base_url, "", "approve", "t", "--call", "call_a", "--yes")
         partly_request = llm.requests_with_tools()[-1]
         workspace.run(llm.base_url, "create hello.txt\n", thread="d")
         denied = workspace.run(llm.base_url, "", "deny", "d", "--reason", "not today")
@@ -352,7 +352,7 @@ def test_an_approval_paused_by_the_previous_release_still_resumes(workspace: Wor
 
     with FakeLLM([text("Created old.txt.")], auto_route="filesystem") as llm:
         listed = workspace.run(NO_LLM, "", "approvals")
-        approved = workspace.run(llm.base_url, "", "approve", "t")
+        approved = workspace.run(llm.base_url, "", "approve", "t", "--yes")
 
     assert "call_old: write_file(path='old.txt'" in listed.stdout
     assert approved.returncode == 0, approved.stderr

@@ -217,8 +217,8 @@ def test_two_machines_share_threads_leases_and_approvals(postgres_url: str, tmp_
         side_by_side = b.run(llm.base_url, "hello\n", thread="u")
         paused = on_a.finish()  # end of input at the approval: nothing runs, the thread waits
         pending = b.run(NO_LLM, "", "approvals")
-        approved = b.run(llm.base_url, "", "approve", "t")
-        again = a.run(llm.base_url, "", "approve", "t")
+        approved = b.run(llm.base_url, "", "approve", "t", "--yes", "--other-root")
+        again = a.run(llm.base_url, "", "approve", "t", "--yes")
 
         holder = a.start(llm.base_url, thread="v")
         holder.wait_for("Type a prompt")
@@ -322,8 +322,12 @@ def test_migrate_db_copies_every_thread_there_and_back_and_a_copy_resumes(
             ]  # fmt: skip
             for name, ws in (("sqlite", sqlite), ("postgres", postgres), ("back", back))
         }
-        on_postgres = postgres.run(llm.base_url, "", "approve", "waiting", thread=None)
-        on_back = back.run(llm.base_url, "", "approve", "waiting", thread=None)
+        on_postgres = postgres.run(
+            llm.base_url, "", "approve", "waiting", "--yes", "--other-root", thread=None
+        )
+        on_back = back.run(
+            llm.base_url, "", "approve", "waiting", "--yes", "--other-root", thread=None
+        )
         still_waiting = sqlite.run(NO_LLM, "", "approvals", thread=None)
         resumed_requests = llm.requests_with_tools()[-2:]
 

@@ -39,7 +39,7 @@ def test_a_release_0_1_0_file_opens_migrates_and_resumes(workspace: Workspace):
     audit = workspace.run(NO_LLM, "", "audit", "--json", thread=None)
     shown = workspace.run(NO_LLM, "", "threads", "show", "done")
     with FakeLLM([text("Wrote the todo list and the stamp.")]) as llm:
-        approved = workspace.run(llm.base_url, "", "approve", "waiting")
+        approved = workspace.run(llm.base_url, "", "approve", "waiting", "--yes")
 
     assert listed.returncode == 0, listed.stderr
     lines = listed.stdout.splitlines()

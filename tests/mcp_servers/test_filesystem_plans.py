@@ -1,0 +1,117 @@
+"""`plan` and `expect` on the real server over stdio, on real temp folders (issue 19).
+
+`plan` says which path a write call would act on, as the server reads it (the shown form of
+names.py decoded: `\\x2f` is `/`), and what is there now; `expect` refuses a write whose
+target is no longer what the plan (the person's preview) showed, changing nothing.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+from mcp_session import FilesystemServer
+
+
+@pytest.fixture
+def root(tmp_path: Path) -> Path:
+    (tmp_path / "docs").mkdir()
+    (tmp_path / "docs" / "a.md").write_text("version 1\n")
+    (tmp_path / "fsagent.toml").write_text("# rules\n")
+    return tmp_path
+
+
+def planned(server: FilesystemServer, tool: str, **args: object) -> list[dict]:
+    return json.loads(server.ok("plan", tool=tool, args=args))["paths"]
+
+
+def test_plan_decodes_an_escaped_slash_as_the_write_would(root: Path) -> None:
+    with FilesystemServer([root]) as server:
+        (entry,) = planned(server, "write_file", path="docs/..\\x2ffsagent.toml", content="x")
+        assert entry["path"] == "fsagent.toml"
+        assert entry["reads_as_shown"] is False
+        assert entry["state"]["exists"] and entry["state"]["size"] == len("# rules\n")
+        (plain,) = planned(server, "write_file", path="docs/a.md", content="x")
+        assert plain["path"] == "docs/a.md" and plain["reads_as_shown"] is True
+        assert (root / "fsagent.toml").read_text() == "# rules\n"  # plan changed nothing
+
+
+def test_plan_of_a_delete_names_a_link_as_a_link_and_counts_a_folder_whole(root: Path) -> None:
+    (root / "link.md").symlink_to("docs/a.md")
+    many = root / "many"
+    many.mkdir()
+    for index in range(1500):
+        (many / f"f{index}.txt").write_text("x")
+    with FilesystemServer([root]) as server:
+        (link,) = planned(server, "delete", path="link.md")
+        assert link["state"] == {"exists": True, "type": "symlink", "link": "docs/a.md"}
+        (folder,) = planned(server, "delete", path="many", recursive=True)
+        assert folder["state"]["files"] == 1500
+
+
+def test_a_write_whose_file_changed_since_its_plan_is_refused(root: Path) -> None:
+    with FilesystemServer([root]) as server:
+        expect = planned(server, "write_file", path="docs/a.md", content="version 2\n")
+        (root / "docs" / "a.md").write_text("edited by the person\n")
+        result = server.call("write_file", path="docs/a.md", content="version 2\n", expect=expect)
+        assert result.is_error
+        assert result.text.startswith("precondition failed: 'docs/a.md' changed since")
+        assert (root / "docs" / "a.md").read_text() == "edited by the person\n"
+        fresh = planned(server, "write_file", path="docs/a.md", content="version 2\n")
+        server.ok("write_file", path="docs/a.md", content="version 2\n", expect=fresh)
+        assert (root / "docs" / "a.md").read_text() == "version 2\n"
+
+
+def test_a_delete_of_a_file_that_became_a_folder_is_refused(root: Path) -> None:
+    (root / "old.log").write_text("11 bytes...")
+    with FilesystemServer([root]) as server:
+        expect = planned(server, "delete", path="old.log")
+        (root / "old.log").unlink()
+        (root / "old.log").mkdir()
+        for index in range(50):
+            (root / "old.log" / f"{index}.txt").write_text("keep")
+        result = server.call("delete", path="old.log", recursive=True, expect=expect)
+        assert result.is_error and "precondition failed" in result.text
+        assert len(list((root / "old.log").iterdir())) == 50
+
+
+def test_a_folder_delete_is_refused_when_a_file_below_changed(root: Path) -> None:
+    with FilesystemServer([root]) as server:
+        expect = planned(server, "delete", path="docs", recursive=True)
+        (root / "docs" / "new.md").write_text("added after the preview")
+        result = server.call("delete", path="docs", recursive=True, expect=expect)
+        assert result.is_error and "precondition failed" in result.text
+        assert (root / "docs" / "new.md").exists()
+
+
+def test_a_move_over_a_replaced_destination_is_refused(root: Path) -> None:
+    (root / "b.md").write_text("b")
+    with FilesystemServer([root]) as server:
+        expect = planned(server, "move", source="b.md", destination="docs/a.md", overwrite=True)
+        (root / "docs" / "a.md").unlink()
+        (root / "docs" / "a.md").symlink_to("../fsagent.toml")
+        result = server.call(
+            "move", source="b.md", destination="docs/a.md", overwrite=True, expect=expect
+        )
+        assert result.is_error and "precondition failed" in result.text
+        assert (root / "b.md").exists() and (root / "docs" / "a.md").is_symlink()
+
+
+def test_expect_naming_another_place_is_refused(root: Path) -> None:
+    with FilesystemServer([root]) as server:
+        expect = planned(server, "write_file", path="docs/a.md", content="x")
+        result = server.call("write_file", path="fsagent.toml", content="x", expect=expect)
+        assert result.is_error
+        assert "is now 'fsagent.toml', the preview showed 'docs/a.md'" in result.text
+        assert (root / "fsagent.toml").read_text() == "# rules\n"
+
+
+def test_a_same_size_edit_is_caught_by_its_sha256(root: Path) -> None:
+    with FilesystemServer([root]) as server:
+        expect = planned(server, "patch_file", path="docs/a.md", edits=[])
+        (root / "docs" / "a.md").write_text("version 9\n")  # same size, other bytes
+        edits = [{"old_text": "version", "new_text": "v"}]
+        result = server.call("patch_file", path="docs/a.md", edits=edits, expect=expect)
+        assert result.is_error and "precondition failed" in result.text
+        assert (root / "docs" / "a.md").read_text() == "version 9\n"
