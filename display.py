@@ -22,7 +22,7 @@ from core.policy import Grant, Policy
 from core.questions import is_question
 from core.session import ThreadSession
 from core.summary import Summary
-from core.text import format_call
+from core.text import format_call, visible
 from core.threads import INTERRUPTED, cannot_resume_message, pending_approval
 from terminal.console import Terminal
 from terminal.interrupts import Interrupted
@@ -38,7 +38,7 @@ PAUSED = 3  # stopped with an approval pending or an answer refused
 
 
 def banner(snapshot: StateSnapshot | None, tool_count: int, thread: str) -> str:
-    head = f"Loaded {tool_count} tools. Thread '{thread}': "
+    head = f"Loaded {tool_count} tools. Thread '{visible(thread, keep='')}': "
     payload = pending_approval(snapshot)
     if payload and is_question(payload):
         asked = "; ".join(repr(c.get("question", "")) for c in payload["calls"])
