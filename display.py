@@ -24,7 +24,7 @@ from core.session import ThreadSession
 from core.summary import Summary
 from core.text import format_call, visible
 from core.threads import INTERRUPTED, cannot_resume_message, pending_approval
-from terminal.console import Terminal
+from terminal.console import Terminal, put
 from terminal.interrupts import Interrupted
 from terminal.question import QUESTION_ANSWERS, answer_questions
 from terminal.review import ANSWER_WORDS, PIPED_ANSWERS, NotAnAnswer, review
@@ -153,7 +153,7 @@ class Conversation:
                     f"not an answer at {where}: {refused} (answer {expected}); "
                     "nothing was run, the thread stays paused"
                 )
-                print(f"fsagent: {line}", file=sys.stderr, flush=True)
+                put(f"fsagent: {line}", file=sys.stderr)
                 self.term.event("error", text=line)
                 return PAUSED
             if decisions is None:

@@ -11,7 +11,7 @@ from core import events
 from core.session import ThreadSession
 from core.text import visible
 from core.undo import NothingToUndo, UndoError, UndoPlan
-from terminal.console import Terminal
+from terminal.console import Terminal, put
 from terminal.interrupts import Interrupted
 from terminal.review import NotAnAnswer, describe_call, diff_style
 from terminal.slash import CommandContext, Outcome, command
@@ -109,7 +109,7 @@ async def undo_at_terminal(
         term.event("undo", text=str(nothing))
         return 0
     except UndoError as refused:
-        print(f"fsagent: {refused}", file=sys.stderr, flush=True)
+        put(f"fsagent: {refused}", file=sys.stderr)
         term.event("error", text=str(refused))
         return 1
     for line, style in plan_lines(plan):
@@ -129,7 +129,7 @@ async def undo_at_terminal(
         return 130
     except NotAnAnswer as refused:
         line = f"not an answer at the undo: {refused}; nothing was undone"
-        print(f"fsagent: {line}", file=sys.stderr, flush=True)
+        put(f"fsagent: {line}", file=sys.stderr)
         term.event("error", text=line)
         return 3
     if not yes:
