@@ -49,7 +49,7 @@ def _utf16_units(char: str) -> list[int]:
 # One table per set of kept characters: "\t\n" for text shown as lines, "\t" for one line
 # of a file (a preview), "" for a name or a value inside a line of ours.
 _TABLES: dict[str, _Shown] = {}
-_JSON = _Shown("", "json")
+_JSON = _Shown("\t\n", "json")  # raw in JSON text they are only its layout (indent)
 
 
 def visible(text: str, keep: str = "\t\n") -> str:
