@@ -438,12 +438,20 @@ def settings_from_args(args: argparse.Namespace) -> Settings:
 # --- running -----------------------------------------------------------------------------------
 
 
+def complain(error: object) -> None:
+    """The one line an error gets on stderr. It may quote a thread name, a path or a
+    server's words: made visible (core.text), so it cannot write to the screen itself."""
+    from core.text import visible
+
+    print(f"fsagent: {visible(str(error))}", file=sys.stderr)
+
+
 def main(argv: list[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
     try:
         settings = settings_from_args(args)
     except StartupError as error:
-        print(f"fsagent: {error}", file=sys.stderr)
+        complain(error)
         return 2
     try:
         return int(args.run(args, settings))
@@ -453,19 +461,19 @@ def main(argv: list[str] | None = None) -> int:
     except Exception as raised:
         error = first_leaf(raised)
         if isinstance(error, StartupError | StoreError):
-            print(f"fsagent: {error}", file=sys.stderr)
+            complain(error)
             return 2
         if isinstance(error, ReplayMismatch):
-            print(f"fsagent: replay mismatch at {error}", file=sys.stderr)
+            complain(f"replay mismatch at {error}")
             return 4
         if isinstance(error, ThreadError | ThreadBusy):
-            print(f"fsagent: {error}", file=sys.stderr)
+            complain(error)
             return 1
         if settings.verbose:
             raise
         from core.error_lines import describe_error
 
-        print(f"fsagent: {describe_error(error, settings.base_url)}", file=sys.stderr)
+        complain(describe_error(error, settings.base_url))
         return 1
 
 

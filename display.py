@@ -22,9 +22,9 @@ from core.policy import Grant, Policy
 from core.questions import is_question
 from core.session import ThreadSession
 from core.summary import Summary
-from core.text import format_call
+from core.text import format_call, visible
 from core.threads import INTERRUPTED, cannot_resume_message, pending_approval
-from terminal.console import Terminal
+from terminal.console import Terminal, put
 from terminal.interrupts import Interrupted
 from terminal.question import QUESTION_ANSWERS, answer_questions
 from terminal.review import ANSWER_WORDS, PIPED_ANSWERS, NotAnAnswer, review
@@ -38,7 +38,7 @@ PAUSED = 3  # stopped with an approval pending or an answer refused
 
 
 def banner(snapshot: StateSnapshot | None, tool_count: int, thread: str) -> str:
-    head = f"Loaded {tool_count} tools. Thread '{thread}': "
+    head = f"Loaded {tool_count} tools. Thread '{visible(thread, keep='')}': "
     payload = pending_approval(snapshot)
     if payload and is_question(payload):
         asked = "; ".join(repr(c.get("question", "")) for c in payload["calls"])
@@ -153,7 +153,7 @@ class Conversation:
                     f"not an answer at {where}: {refused} (answer {expected}); "
                     "nothing was run, the thread stays paused"
                 )
-                print(f"fsagent: {line}", file=sys.stderr, flush=True)
+                put(f"fsagent: {line}", file=sys.stderr)
                 self.term.event("error", text=line)
                 return PAUSED
             if decisions is None:

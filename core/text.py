@@ -4,10 +4,71 @@ Long text is always cut visibly: the reader sees that, and how much, was left ou
 from __future__ import annotations
 
 import json
+import unicodedata
 from typing import Any
 
 CLIP_AT = 300
 RESULT_LINES = 3
+
+
+# What must never reach a screen raw, from a file, a tool result, the model or a thread name:
+# control characters (ESC starts every CSI and OSC sequence; C1 has its own CSI, 0x9b), format
+# characters (bidi controls such as U+202E, U+2066-2069, U+200E/F, U+061C, and zero-width
+# ones), surrogates and line/paragraph separators. The MCP server escapes the same categories
+# in file names (mcp_servers/names.py, which stands alone), the same way: `\xNN` for each
+# UTF-8 byte. Everything else, backslashes included, is kept as it is.
+HIDDEN_CATEGORIES = frozenset({"Cc", "Cf", "Cs", "Zl", "Zp"})
+
+
+class _Shown(dict[int, "int | str"]):
+    """A `str.translate` table built as characters are met: each character is judged once,
+    then looked up at C speed."""
+
+    def __init__(self, keep: str, form: str) -> None:
+        super().__init__()
+        self.keep = frozenset(map(ord, keep))
+        self.form = form
+
+    def __missing__(self, code: int) -> int | str:
+        char = chr(code)
+        if code in self.keep or unicodedata.category(char) not in HIDDEN_CATEGORIES:
+            shown: int | str = code
+        elif self.form == "json":
+            shown = "".join(f"\\u{unit:04x}" for unit in _utf16_units(char))
+        else:
+            shown = "".join(f"\\x{b:02x}" for b in char.encode("utf-8", "surrogatepass"))
+        self[code] = shown
+        return shown
+
+
+def _utf16_units(char: str) -> list[int]:
+    data = char.encode("utf-16-be", "surrogatepass")
+    return [int.from_bytes(data[i : i + 2], "big") for i in range(0, len(data), 2)]
+
+
+# One table per set of kept characters: "\t\n" for text shown as lines, "\t" for one line
+# of a file (a preview), "" for a name or a value inside a line of ours.
+_TABLES: dict[str, _Shown] = {}
+_JSON = _Shown("\t\n", "json")  # raw in JSON text they are only its layout (indent)
+
+
+def visible(text: str, keep: str = "\t\n") -> str:
+    """`text` as it may reach a screen: every hidden character (HIDDEN_CATEGORIES) but those
+    in `keep` written out as `\\xNN` per UTF-8 byte, so nothing can move the cursor, clear
+    or recolour the screen, draw a fake prompt or reorder what is shown. Printable text is
+    kept byte for byte."""
+    if text.isprintable():  # nearly every text: nothing to do
+        return text
+    table = _TABLES.get(keep) or _TABLES.setdefault(keep, _Shown(keep, "text"))
+    return text.translate(table)
+
+
+def json_visible(line: str) -> str:
+    """A line of JSON (ensure_ascii=False) with the hidden characters `visible` writes out
+    escaped as JSON does (`\\u202e`): the same value, safe to print or `cat`."""
+    if line.isprintable():
+        return line
+    return line.translate(_JSON)
 
 
 def clip(text: str, limit: int = CLIP_AT) -> str:

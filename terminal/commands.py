@@ -22,7 +22,7 @@ from core.messages import content_text
 from core.questions import QUESTION_KIND
 from core.session import ThreadSession
 from core.summary import Summary
-from core.text import format_call, format_result
+from core.text import format_call, format_result, json_visible, visible
 from core.threads import (
     IDLE,
     INTERRUPTED,
@@ -33,7 +33,7 @@ from core.threads import (
     require_thread,
 )
 from store.base import AuditRow, Store
-from terminal.console import Terminal
+from terminal.console import Terminal, put
 from terminal.review import describe_call, paint
 from terminal.steps import StepPrinter, show_run
 from terminal.undo import finish_cut_off_undo, undo_at_terminal
@@ -50,7 +50,8 @@ def local_time(stamp: str) -> str:
 
 def status_text(view: ThreadView) -> str:
     if view.problem:
-        return f"{view.status} (cannot resume: run fsagent threads reset {view.name})"
+        name = visible(view.name, keep="")
+        return f"{view.status} (cannot resume: run fsagent threads reset {name})"
     if view.status == INTERRUPTED:
         return f"{INTERRUPTED} (at {', '.join(view.steps)}; opening it finishes the run)"
     return view.status
@@ -69,47 +70,48 @@ def call_lines(view: ThreadView, indent: str = "    ") -> list[str]:
 async def list_threads(store: Store, app: CompiledStateGraph) -> int:
     views = await all_views(store, app)
     if not views:
-        print(f"No threads in {store.location}.")
+        put(f"No threads in {store.location}.")
         return 0
-    width = max(len("NAME"), *(len(v.name) for v in views))
-    print(f"{'NAME':<{width}}  {'MESSAGES':>8}  {'LAST ACTIVITY':<16}  STATUS")
+    names = {view.name: visible(view.name, keep="") for view in views}
+    width = max(len("NAME"), *map(len, names.values()))
+    put(f"{'NAME':<{width}}  {'MESSAGES':>8}  {'LAST ACTIVITY':<16}  STATUS")
     for view in views:
-        print(
-            f"{view.name:<{width}}  {len(view.messages):>8}  "
+        put(
+            f"{names[view.name]:<{width}}  {len(view.messages):>8}  "
             f"{local_time(view.last_activity):<16}  {status_text(view)}"
         )
         for line in call_lines(view):
-            print(line)
+            put(line)
     return 0
 
 
 async def show_thread(app: CompiledStateGraph, name: str) -> int:
     view = await require_thread(app, name)
-    print(f"Thread '{name}': {len(view.messages)} messages, {status_text(view)}")
+    put(f"Thread '{visible(name, keep='')}': {len(view.messages)} messages, {status_text(view)}")
     for message in view.messages:
         if isinstance(message, HumanMessage):
-            print(f"you> {content_text(message.content)}")
+            put(f"you> {content_text(message.content)}")
         elif isinstance(message, AIMessage):
             if message.content:
-                print(f"agent> {content_text(message.content)}")
+                put(f"agent> {content_text(message.content)}")
             for call in message.tool_calls:
-                print(f"→ {format_call(call['name'], call['args'])}")
+                put(f"→ {format_call(call['name'], call['args'])}")
         elif isinstance(message, ToolMessage):
             mark = "✗ " if message.status == "error" else ""
-            print(f"← {mark}{format_result(content_text(message.content))}")
+            put(f"← {mark}{format_result(content_text(message.content))}")
     summary = Summary.from_state(((view.snapshot and view.snapshot.values) or {}).get("summary"))
     if summary is not None:
         # Every message is above; this is what the model is sent in place of the older ones.
-        print(
+        put(
             f"The model is sent this summary in place of the first {summary.covers} messages "
             f"(compacted {summary.count} times):"
         )
         for line in summary.text.splitlines():
-            print(f"  {line}")
+            put(f"  {line}")
     if view.waiting:
-        print("Waiting for approval of:")
+        put("Waiting for approval of:")
         for line in call_lines(view, "  "):
-            print(line)
+            put(line)
     return 0
 
 
@@ -119,15 +121,15 @@ async def remove_thread(store: Store, app: CompiledStateGraph, name: str, ask: b
     if ask and sys.stdin.isatty():
         question = f"Delete thread '{name}' ({len(view.messages)} messages)? [y/N] "
         try:
-            answer = confirm(question)
+            answer = confirm(visible(question, keep=""))
         except KeyboardInterrupt:
-            print("\nKept.")
+            put("\nKept.")
             return 130
         if answer.strip().lower() not in ("y", "yes"):
-            print("Kept.")
+            put("Kept.")
             return 1
     await store.forget(name)
-    print(f"Deleted thread '{name}'.")
+    put(f"Deleted thread '{visible(name, keep='')}'.")
     return 0
 
 
@@ -139,7 +141,7 @@ def confirm(question: str) -> str:
     try:
         return input(question)
     except EOFError:
-        print()
+        put()
         return ""
     finally:
         signal.signal(signal.SIGINT, previous)
@@ -148,15 +150,15 @@ def confirm(question: str) -> str:
 async def reset_thread(store: Store, app: CompiledStateGraph, name: str) -> int:
     view = await require_thread(app, name)
     if view.status == IDLE and not view.problem:
-        print(f"Thread '{name}' is idle; nothing to reset.")
+        put(f"Thread '{visible(name, keep='')}' is idle; nothing to reset.")
         return 0
     why = "the person cancelled it with `fsagent threads reset`"
     answers = await close_run(app, store, name, why)
-    print(f"Thread '{name}' reset: it takes new prompts.")
+    put(f"Thread '{visible(name, keep='')}' reset: it takes new prompts.")
     for line in call_lines(view, "  cancelled "):
-        print(line)
+        put(line)
     if answers and not view.waiting:
-        print(f"  {len(answers)} unanswered call(s) of the cut-off run were closed.")
+        put(f"  {len(answers)} unanswered call(s) of the cut-off run were closed.")
     return 0
 
 
@@ -166,17 +168,17 @@ async def reset_thread(store: Store, app: CompiledStateGraph, name: str) -> int:
 async def list_approvals(store: Store, app: CompiledStateGraph) -> int:
     views = [view for view in await all_views(store, app) if view.waiting]
     if not views:
-        print("No pending approvals.")
+        put("No pending approvals.")
         return 0
     for view in views:
         note = f" (cannot resume: run fsagent threads reset {view.name})" if view.problem else ""
         asks = " (a question)" if view.kind == QUESTION_KIND else ""
-        print(f"{view.name}{asks}{note}")
+        put(f"{visible(view.name, keep='')}{asks}{note}")
         for line in call_lines(view, "  "):
-            print(line)
-    print("Decide with: fsagent approve NAME [--call ID] or fsagent deny NAME [--reason TEXT]")
+            put(line)
+    put("Decide with: fsagent approve NAME [--call ID] or fsagent deny NAME [--reason TEXT]")
     if any(view.kind == QUESTION_KIND for view in views):
-        print("Answer a question with: fsagent approve NAME --answer TEXT")
+        put("Answer a question with: fsagent approve NAME --answer TEXT")
     return 0
 
 
@@ -328,13 +330,14 @@ async def undo(session: ThreadSession, call: str | None, turn: int | None, force
 async def print_audit(store: Store, thread: str | None, as_json: bool) -> int:
     rows = await store.audit_rows(thread)
     if as_json:
-        print(json.dumps([audit_dict(row) for row in rows], ensure_ascii=False, indent=1))
+        shown = json.dumps([audit_dict(row) for row in rows], ensure_ascii=False, indent=1)
+        put(json_visible(shown))
         return 0
     if not rows:
         where = f"thread '{thread}'" if thread else store.location
-        print(f"No decisions recorded in {where}.")
+        put(f"No decisions recorded in {where}.")
     for row in rows:
-        print(format_audit_row(row))
+        put(format_audit_row(row))
     return 0
 
 

@@ -2,9 +2,12 @@
 recording transcript events.
 
 `Terminal` is the plain one: piped input, `--plain`, NO_COLOR, TERM=dumb, or an output that
-is not a terminal. It writes the model's text byte for byte and no escape code unless `color`
-is on (the diff of a review, on a terminal). `terminal.tty.TtyTerminal` is the one a person
-at a terminal gets: line editing, history, a status line and Markdown answers.
+is not a terminal. It writes the model's printable text byte for byte and no escape code
+unless `color` is on (the diff of a review, on a terminal). Whatever it writes, and whatever
+it records in the transcript, first goes through `core.text.visible`: nothing from a file, a
+tool result, the model or a thread name reaches the screen raw (an ESC, a bidi control).
+`terminal.tty.TtyTerminal` is the one a person at a terminal gets: line editing, history, a
+status line and Markdown answers.
 """
 
 from __future__ import annotations
@@ -17,6 +20,7 @@ from contextlib import contextmanager
 from dataclasses import dataclass, field
 from typing import Any, Literal, TextIO
 
+from core.text import json_visible, visible
 from terminal.interrupts import CtrlC, Interrupted
 
 # What a session's screen can be: "tty" line editing, status line and Markdown; "color" plain
@@ -39,6 +43,16 @@ def screen_kind(
     if plain or environ.get("NO_COLOR") or environ.get("TERM") == "dumb" or not _isatty(stdout):
         return "plain"
     return "tty" if _isatty(stdin) else "color"
+
+
+def put(text: object = "", file: TextIO | None = None) -> None:
+    """`print` for the commands that print outside a session: the text made visible."""
+    print(visible(str(text)), file=file or sys.stdout, flush=True)
+
+
+def _styled_line(line: str, style: str) -> str:
+    text = line.lstrip(" ")
+    return f"{line[: len(line) - len(text)]}\x1b[{style}m{text}\x1b[0m" if text else line
 
 
 def _isatty(stream: TextIO) -> bool:
@@ -72,21 +86,26 @@ class Terminal:
         line = json.dumps({"event": kind, **fields}, ensure_ascii=False, sort_keys=True)
         for path, name in self.redactions:
             line = line.replace(json.dumps(path)[1:-1], name)
-        self.transcript.write(line + "\n")
+        self.transcript.write(json_visible(line) + "\n")
         self.transcript.flush()
 
-    def say(self, text: str = "") -> None:
+    def say(self, text: str = "", *, style: str | None = None) -> None:
+        """Lines made visible; on a screen with colour, each in `style` (an SGR code)."""
         self.end_stream()
-        print(text, file=self.out, flush=True)
+        self.write_line(self.styled(visible(text), style))
+
+    def write_line(self, shown: str) -> None:
+        """A line already made visible (and styled)."""
+        print(shown, file=self.out, flush=True)
 
     def stream(self, text: str) -> None:
-        """A piece of the model's text, written as it came."""
+        """A piece of the model's text, written as it came (made visible)."""
         if self.thinking:
             self.end_stream()
         if not self.streaming:
             self.out.write("agent> ")
             self.streaming = True
-        self.out.write(text)
+        self.out.write(visible(text))
         self.out.flush()
 
     def stream_reasoning(self, text: str) -> None:
@@ -95,15 +114,20 @@ class Terminal:
             self.end_stream()
             self.out.write(self.dim("thinking> "))
             self.streaming = self.thinking = True
-        self.out.write(self.dim(text))
+        self.out.write(self.dim(visible(text)))
         self.out.flush()
 
-    def dim(self, text: str) -> str:
-        # Each line of each piece closes its own style, so the terminal is never left dimmed
-        # and no colour runs on past a line's end.
-        if not self.color:
-            return text
-        return "\n".join(f"\x1b[2m{line}\x1b[0m" if line else line for line in text.split("\n"))
+    def styled(self, shown: str, style: str | None) -> str:
+        # Each line closes its own style, so the terminal is never left coloured and no
+        # colour runs on past a line's end. `shown` is visible already: it has no ESC of its
+        # own, so the style ends where this line does.
+        # A line's indent stays out of it.
+        if not style or not self.color:
+            return shown
+        return "\n".join(_styled_line(line, style) for line in shown.split("\n"))
+
+    def dim(self, shown: str) -> str:
+        return self.styled(shown, "2")
 
     def end_stream(self) -> None:
         if self.streaming:
@@ -136,7 +160,7 @@ class Terminal:
         self.end_stream()
         try:
             with self.ctrl_c.blocking_read():
-                return self._read_line(question)
+                return self._read_line(visible(question))
         except KeyboardInterrupt:
             self.out.write("\n")
             raise Interrupted from None

@@ -15,7 +15,7 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
-from core.text import clip
+from core.text import clip, visible
 from terminal.console import Terminal
 
 # The keys a person answers with, and the decision each one gives.
@@ -189,26 +189,15 @@ def editor_owns_ctrl_c() -> Iterator[None]:
         signal.signal(signal.SIGINT, previous)
 
 
-# Control characters in a file's lines would act on the person's terminal (move the cursor,
-# clear a line, change colours) and could hide part of the very change being approved.
-_CONTROLS = {code: f"\\x{code:02x}" for code in [*range(0x20), 0x7F] if code != 0x09}
-
-
-def visible(line: str) -> str:
-    """The line with control characters written out (\\x1b), tabs kept."""
-    return line.translate(_CONTROLS)
-
-
-def paint(line: str, color: bool) -> str:
-    """A diff line in colour on a terminal, plain text when piped; either way with its
-    control characters written out, so the colour closes on this very line."""
-    line = visible(line)
-    if not color:
-        return line
+def diff_style(line: str) -> str | None:
+    """The colour of a diff line on a terminal (an SGR code). The line itself is written
+    out by `core.text.visible` when it is shown (Terminal.say): a file's control characters
+    and bidi controls cannot move the cursor, recolour the screen or reorder what is shown
+    to hide part of the very change being approved."""
     for start, code in (("+++", "1"), ("---", "1"), ("+", "32"), ("-", "31"), ("@@", "36")):
         if line.startswith(start):
-            return f"\033[{code}m{line}\033[0m"
-    return line
+            return code
+    return None
 
 
 Preview = Callable[[dict[str, Any]], Awaitable[list[str]]]
@@ -227,7 +216,7 @@ async def review(term: Terminal, payload: dict[str, Any], preview: Preview) -> A
         with term.working("computing preview"):
             lines = await preview(call)
         for line in lines:
-            term.say("    " + paint(line, term.color))
+            term.say("    " + visible(line, keep="\t"), style=diff_style(line))
         decide = piped_decision if term.piped else person_decision
         decision = await decide(term, call)
         if decision is None:

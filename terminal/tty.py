@@ -15,6 +15,7 @@ from dataclasses import dataclass, field
 
 from rich.console import Console
 
+from core.text import visible
 from terminal.console import Terminal
 from terminal.interrupts import Interrupted
 from terminal.line_editor import LineEditor, history_path, open_history
@@ -37,12 +38,11 @@ class TtyTerminal(Terminal):
 
     # -- lines out -------------------------------------------------------------------------------
 
-    def say(self, text: str = "") -> None:
-        if not self.working_depth:
-            super().say(text)
-            return
-        self.end_stream()
-        self.live.print(text)
+    def write_line(self, shown: str) -> None:
+        if self.working_depth:
+            self.live.print(shown)
+        else:
+            super().write_line(shown)
 
     def stream(self, text: str) -> None:
         if not self.working_depth:
@@ -50,7 +50,8 @@ class TtyTerminal(Terminal):
             return
         self.end_reasoning()
         self.streaming = True
-        self.live.add_answer(text)
+        # Made visible before rich renders the Markdown: rich passes an ESC through.
+        self.live.add_answer(visible(text))
 
     def stream_reasoning(self, text: str) -> None:
         """The model's thinking, dimmed above the live area, a whole line at a time."""
@@ -61,6 +62,7 @@ class TtyTerminal(Terminal):
             self.end_stream()
             self.thinking = True
             text = "thinking> " + text
+        text = visible(text)
         *lines, self.reasoning = (self.reasoning + text).split("\n")
         for line in lines:
             self.live.print(self.dim(line))
@@ -85,7 +87,7 @@ class TtyTerminal(Terminal):
             super().answer(text)
             return
         self.end_stream()
-        self.live.add_answer(text)
+        self.live.add_answer(visible(text))
         self.live.end_answer()
 
     @contextmanager
@@ -104,7 +106,7 @@ class TtyTerminal(Terminal):
                 self.live.stop()
 
     def activity(self, text: str) -> None:
-        self.live.status.start(text)
+        self.live.status.start(visible(text, keep=""))  # a tool's name is the model's
 
     # -- lines in --------------------------------------------------------------------------------
 
@@ -112,10 +114,10 @@ class TtyTerminal(Terminal):
         if self.history_problem:
             self.say(f"note: {self.history_problem}")
             self.history_problem = None
-        return await self._read(self.editor.request, text)
+        return await self._read(self.editor.request, visible(text))
 
     async def ask(self, question: str) -> str | None:
-        return await self._read(self.editor.answer, question)
+        return await self._read(self.editor.answer, visible(question))
 
     async def _read(self, read: Callable[[str], Awaitable[str]], text: str) -> str | None:
         self.end_stream()

@@ -9,10 +9,11 @@ from collections.abc import AsyncIterator
 
 from core import events
 from core.session import ThreadSession
+from core.text import visible
 from core.undo import NothingToUndo, UndoError, UndoPlan
-from terminal.console import Terminal
+from terminal.console import Terminal, put
 from terminal.interrupts import Interrupted
-from terminal.review import NotAnAnswer, describe_call, paint
+from terminal.review import NotAnAnswer, describe_call, diff_style
 from terminal.slash import CommandContext, Outcome, command
 from terminal.steps import StepPrinter
 
@@ -40,7 +41,12 @@ def parse_undo(words: list[str]) -> tuple[str | None, int | None, bool]:
     return call, turn, force
 
 
-def plan_lines(plan: UndoPlan, color: bool) -> list[str]:
+# A line of the plan: its text, and the colour of a diff line (an SGR code) on a terminal.
+PlanLine = tuple[str, str | None]
+
+
+def plan_lines(plan: UndoPlan) -> list[PlanLine]:
+    lines: list[str | PlanLine]
     lines = [f"↶ Undo {plan.what}: {len(plan.to_run)} change(s), newest first."]
     for number, item in enumerate(plan.items, 1):
         record = item.record
@@ -52,10 +58,10 @@ def plan_lines(plan: UndoPlan, color: bool) -> list[str]:
         if item.nothing:
             lines.append(f"    nothing to undo: {item.nothing}")
             continue
-        lines += ["    " + paint(line, color) for line in item.lines]
+        lines += [("    " + visible(line, keep="\t"), diff_style(line)) for line in item.lines]
         forced = " (--force: restored anyway)" if plan.force else ""
         lines += [f"    ⚠ {problem}{forced}" for problem in item.problems]
-    return lines
+    return [(line, None) if isinstance(line, str) else line for line in lines]
 
 
 async def ask_yes(term: Terminal) -> bool | None:
@@ -103,11 +109,11 @@ async def undo_at_terminal(
         term.event("undo", text=str(nothing))
         return 0
     except UndoError as refused:
-        print(f"fsagent: {refused}", file=sys.stderr, flush=True)
+        put(f"fsagent: {refused}", file=sys.stderr)
         term.event("error", text=str(refused))
         return 1
-    for line in plan_lines(plan, term.color):
-        term.say(line)
+    for line, style in plan_lines(plan):
+        term.say(line, style=style)
     if plan.blocked:
         refusal = (
             "✗ Nothing was undone: files changed since the write (⚠ above). The diffs show "
@@ -123,7 +129,7 @@ async def undo_at_terminal(
         return 130
     except NotAnAnswer as refused:
         line = f"not an answer at the undo: {refused}; nothing was undone"
-        print(f"fsagent: {line}", file=sys.stderr, flush=True)
+        put(f"fsagent: {line}", file=sys.stderr)
         term.event("error", text=line)
         return 3
     if not yes:
