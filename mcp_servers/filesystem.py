@@ -30,6 +30,7 @@ import sys
 from pathlib import Path
 from typing import Any
 
+from mcp import types
 from mcp.server.fastmcp import FastMCP
 from mcp.server.fastmcp.exceptions import ToolError
 from mcp.types import ToolAnnotations
@@ -59,12 +60,31 @@ class FileTools(ReadTools, SearchTools, WriteTools):
 # -- errors: one line each ----------------------------------------------------------------------
 
 
+# FastMCP answers these even with nothing to offer, and so advertises the resources and
+# prompts capabilities; an unknown resource or prompt then comes back with error code 0.
+# Without the handlers the capabilities are not advertised, and a client asking anyway gets
+# the JSON-RPC "Method not found" (-32601) the SDK answers for a method it does not serve.
+NOT_OFFERED = (
+    types.ListResourcesRequest,
+    types.ListResourceTemplatesRequest,
+    types.ReadResourceRequest,
+    types.ListPromptsRequest,
+    types.GetPromptRequest,
+)
+
+
 class SandboxedServer(FastMCP):
-    """FastMCP, with every tool error reduced to the one line the tool meant to say.
+    """FastMCP, with every tool error reduced to the one line the tool meant to say, offering
+    tools only.
 
     FastMCP wraps errors as 'Error executing tool X: ...' and pydantic errors span many
     lines; a refusal must start with 'security_error:' so clients can recognise it.
     """
+
+    def __init__(self, name: str, **settings: Any) -> None:
+        super().__init__(name, **settings)
+        for request in NOT_OFFERED:
+            self._mcp_server.request_handlers.pop(request, None)
 
     async def call_tool(self, name: str, arguments: dict[str, Any]) -> Any:
         try:

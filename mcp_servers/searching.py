@@ -13,6 +13,7 @@ from mcp_servers.answers import CappedLines, more_marker
 from mcp_servers.fileio import open_checked
 from mcp_servers.grepping import GrepRun
 from mcp_servers.names import parse
+from mcp_servers.request_limits import check_excludes, check_pattern
 from mcp_servers.sandbox import Resolved, SandboxError
 from mcp_servers.tool_base import MAX_LISTED, ToolBase, check_range, show_given
 from mcp_servers.walking import matches_any
@@ -31,6 +32,8 @@ class SearchTools(ToolBase):
         """
         if not pattern:
             raise ToolError("invalid_argument: pattern is empty")
+        check_pattern("pattern", pattern)
+        check_excludes(exclude)
         folder = self.existing_folder(path)
         glob = parse(pattern)
         by_path = "/" in glob
@@ -62,8 +65,8 @@ class SearchTools(ToolBase):
         """
         check_range("context", context, 0, 20)
         check_range("max_matches", max_matches, 1, 10_000)
-        if len(pattern) > 1000:
-            raise ToolError("invalid_argument: pattern is longer than 1000 characters")
+        check_pattern("pattern", pattern)
+        check_pattern("glob", glob)
         search = GrepRun(pattern, ignore_case, context, max_matches)
         resolved = self.existing(path)
         if resolved.real.is_dir():

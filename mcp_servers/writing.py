@@ -55,6 +55,7 @@ from mcp_servers.fileio import (
 from mcp_servers.links import links_leaving
 from mcp_servers.names import quoted_given, show
 from mcp_servers.permissions import check_writable, take_over
+from mcp_servers.request_limits import MAX_EDITS
 from mcp_servers.sandbox import Resolved, Sandbox, is_within
 from mcp_servers.tool_base import ToolBase, show_given
 
@@ -176,6 +177,11 @@ class WriteTools(ToolBase):
         """
         if not edits:
             raise ToolError("invalid_argument: edits is empty")
+        if len(edits) > MAX_EDITS:
+            raise ToolError(
+                f"invalid_argument: edits holds {len(edits):,} edits (at most {MAX_EDITS:,}); "
+                "split the patch into several calls"
+            )
         target = self.existing(path)
         shown = self.raw_relative(target.real)
         with self.places.parent(target.real) as (folder, name):
