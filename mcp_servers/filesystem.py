@@ -27,6 +27,8 @@ from __future__ import annotations
 import argparse
 import logging
 import sys
+import threading
+import time
 from pathlib import Path
 from typing import Any
 
@@ -36,6 +38,7 @@ from mcp.server.fastmcp.exceptions import ToolError
 from mcp.types import ToolAnnotations
 from pydantic import ValidationError
 
+from mcp_servers.dirfd import sweep_leftovers
 from mcp_servers.errors import one_line
 from mcp_servers.reading import ReadTools
 from mcp_servers.sandbox import RootError, Sandbox, SandboxError, resolve_roots
@@ -142,6 +145,8 @@ def build_server(
     server = SandboxedServer("fsagent-filesystem", log_level="WARNING")
     tools = FileTools(Sandbox(roots))
     runner = ToolRunner(call_timeout)
+    if not read_only:
+        start_sweep(roots)
     names = sorted(READ_TOOL_NAMES) + ([] if read_only else sorted(WRITE_TOOL_NAMES))
     for name in names:
         annotations = WRITE_ANNOTATIONS.get(name, READ_ONLY)
@@ -152,6 +157,20 @@ def build_server(
             structured_output=False,
         )
     return server
+
+
+def start_sweep(roots: tuple[Path, ...]) -> None:
+    """Remove, in the background, the temp entries a killed server left (`dirfd.py`); until
+    then no listing, search or copy shows them."""
+    started = time.time()
+
+    def sweep() -> None:
+        for root in roots:
+            removed = sweep_leftovers(root, started)
+            if removed:
+                logger.info("removed %d leftover temp entries below %s", removed, root)
+
+    threading.Thread(target=sweep, name="fsagent-sweep", daemon=True).start()
 
 
 def parse_args(argv: list[str] | None) -> argparse.Namespace:
