@@ -13,7 +13,7 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from mcp_session import FilesystemServer, RawServer, tool_text
+from mcp_session import FilesystemServer, RawServer
 
 UMASK_077 = ["sh", "-c", 'umask 077; exec "$@"', "sh"]  # the server under umask 077
 AS_NOBODY = ["setpriv", "--reuid", "65534", "--regid", "65534", "--clear-groups"]
