@@ -207,3 +207,47 @@ def test_a_folder_copy_that_cannot_read_a_subfolder_fails_and_searches_say_so(no
         searched = server.ok("search_files", path=".", pattern="*.txt")
         assert "tree/open/a.txt" in searched and "1 entry could not be read" in searched
     assert sorted(path.name for path in nobody_root.iterdir()) == ["tree"]
+
+
+def deep_tree(top: Path, depth: int) -> None:
+    """`depth` nested folders 'd' below `top` and a file at the bottom, made by descriptor
+    (the whole path would be too long to name at once)."""
+    top.mkdir()
+    fd = os.open(top, os.O_RDONLY | os.O_DIRECTORY)
+    for _ in range(depth):
+        os.mkdir("d", dir_fd=fd)
+        below = os.open("d", os.O_RDONLY | os.O_DIRECTORY, dir_fd=fd)
+        os.close(fd)
+        fd = below
+    os.close(os.open("bottom.txt", os.O_WRONLY | os.O_CREAT, 0o644, dir_fd=fd))
+    os.close(fd)
+
+
+def test_a_folder_copy_out_of_file_descriptors_fails_whole(root: Path) -> None:
+    deep_tree(root / "deep", 1200)  # once: 507 folders and 0 files copied, answered OK
+    with FilesystemServer([root], wrapper=["prlimit", "--nofile=1024:1024"]) as server:
+        result = server.call("copy", source="deep", destination="copy")
+        assert result.is_error and "Too many open files" in result.text, result.text
+        assert server.ok("list_directory", path=".") == "[DIR] deep"
+    assert sorted(path.name for path in root.iterdir() if not path.name.startswith(".")) == ["deep"]
+
+
+def test_kill_9_during_a_folder_copy_leaves_no_partial_tree_under_its_name(root: Path) -> None:
+    source = root / "many"
+    source.mkdir()
+    for number in range(5000):
+        (source / f"f{number:04}.txt").write_bytes(b"x" * 4096)
+    with RawServer([root]) as raw:
+        raw.call("copy", source="many", destination="copy")
+        while not any(path.name.startswith(".fsagent-") for path in root.iterdir()):
+            pass  # the copy is under way, under its temp name
+        raw.process.kill()
+        raw.process.wait()
+    assert not (root / "copy").exists()
+    with FilesystemServer([root]) as server:
+        assert server.ok("list_directory", path=".") == "[DIR] many"
+        copied = json.loads(server.ok("copy", source="many", destination="copy"))
+        assert copied["files"] == 5000
+        while any(path.name.startswith(".fsagent-") for path in root.iterdir()):
+            server.ok("list_allowed_roots")  # the leftover is swept in the background
+    assert sorted(path.name for path in root.iterdir()) == ["copy", "many"]
