@@ -19,6 +19,9 @@ from mcp_servers.names import quoted
 
 Attributes = list[tuple[str, bytes]]
 READ_FLAGS = os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC
+# File capabilities grant privileges to whatever the file holds: like setuid bits, they never
+# pass to new content (leaving them out narrows access, never widens it).
+NEVER_CARRIED = frozenset({"security.capability"})
 NONE_HERE = (errno.ENOTSUP, errno.EOPNOTSUPP, errno.ENODATA)
 
 
@@ -39,6 +42,8 @@ def attributes_of(folder: int, name: str) -> Attributes:
             raise
         found = []
         for attribute in names:
+            if attribute in NEVER_CARRIED:
+                continue
             with suppress(OSError):
                 found.append((attribute, os.getxattr(target, attribute)))
         return found
