@@ -7,7 +7,7 @@ STAMP := $(VENV)/.installed
 # downloaded here). Installed when missing; if that fails the test fails and says why.
 CHROMIUM := /usr/bin/chromium
 
-.PHONY: run test bench demo regress lint clean postgres
+.PHONY: run test bench demo regress lint clean postgres acl
 
 $(STAMP): pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -23,6 +23,13 @@ postgres:
 	  export DEBIAN_FRONTEND=noninteractive; \
 	  apt-get update -qq && apt-get install -y -qq postgresql >/dev/null; }
 
+# The filesystem server's ACL test sets an ACL with setfacl, from Debian's acl package.
+acl:
+	@command -v setfacl >/dev/null || { \
+	  echo "installing Debian's acl package (the ACL test runs setfacl)"; \
+	  export DEBIAN_FRONTEND=noninteractive; \
+	  apt-get update -qq && apt-get install -y -qq --no-install-recommends acl >/dev/null; }
+
 run: $(STAMP)
 	$(VENV)/bin/fsagent $(ARGS)
 
@@ -34,7 +41,7 @@ $(CHROMIUM):
 	  >/dev/null
 
 # The import rules first: a broken layout fails fast. Tests run on every core (-n auto).
-test: $(STAMP) postgres $(CHROMIUM)
+test: $(STAMP) postgres acl $(CHROMIUM)
 	$(VENV)/bin/lint-imports
 	$(PY) -m pytest -q -n auto $(PYTEST_ARGS)
 

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import errno
 import os
+import re
 import secrets
 from collections.abc import Iterator
 from contextlib import contextmanager, suppress
@@ -25,6 +26,13 @@ from mcp_servers.sandbox import Sandbox, SandboxError
 PATH_FLAGS = os.O_PATH | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC
 LIST_FLAGS = os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC
 TEMP_PREFIX = ".fsagent-"
+# Our temp entries: files being written, folders being copied, folders deleted aside. Never
+# listed, searched or copied, and removed at start if a killed server left them.
+TEMP_NAME = re.compile(r"\.fsagent-[0-9a-f]{16}\.tmp")
+
+
+def is_ours(name: str) -> bool:
+    return name.startswith(TEMP_PREFIX) and TEMP_NAME.fullmatch(name) is not None
 
 
 class ChangedError(SandboxError):
@@ -85,11 +93,15 @@ def create_temp(folder: int) -> tuple[int, str]:
     """A new private file in `folder` for an atomic replace: (descriptor, name)."""
     flags = os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC
     while True:
-        name = f"{TEMP_PREFIX}{secrets.token_hex(8)}.tmp"
+        name = temp_name()
         try:
             return os.open(name, flags, 0o600, dir_fd=folder), name
         except FileExistsError:
             continue
+
+
+def temp_name() -> str:
+    return f"{TEMP_PREFIX}{secrets.token_hex(8)}.tmp"
 
 
 def remove_quietly(folder: int, name: str) -> None:
@@ -178,7 +190,24 @@ class Places:
         root = self.sandbox.root_of(real)
         if root is None:  # cannot happen for a checked path; never act outside
             raise self.sandbox.refuse(str(real))
+        self.check_root(root)
         return root, real.relative_to(root).parts
+
+    def check_root(self, root: Path) -> None:
+        """Refuse to act when the folder at a root's path is no longer the one opened at
+        start (renamed away and another made in its place): paths are checked by name against
+        the new one, and changes would land in the old one."""
+        held = os.fstat(self.root_fds[root])
+        try:
+            now = os.stat(root)
+        except OSError:
+            now = None
+        if now is None or (now.st_dev, now.st_ino) != (held.st_dev, held.st_ino):
+            raise SandboxError(
+                f"root {quoted(str(root))} was replaced since the server started (the folder "
+                "there now has another device and inode); nothing was done: restart the "
+                "server to serve the folder that is there now"
+            )
 
     @contextmanager
     def folder(self, real: Path, create: bool = False) -> Iterator[int]:
@@ -210,3 +239,30 @@ class Places:
         if root == self.sandbox.roots[0]:
             return real.relative_to(root).as_posix() or "."
         return str(real)
+
+
+def sweep_leftovers(root: Path, started: float) -> int:
+    """Remove the temp entries of ours a killed server left below `root` (files being
+    written, folders being copied or deleted aside); return how many. Links are not
+    followed; an entry changed since `started` (a time.time()) belongs to a running call."""
+
+    def left_over(folder_fd: int, name: str) -> bool:
+        try:
+            return is_ours(name) and entry_stat(folder_fd, name).st_ctime < started
+        except OSError:
+            return False
+
+    removed = 0
+    for _, folders, files, folder_fd in os.fwalk(root, follow_symlinks=False):
+        for name in [name for name in folders if is_ours(name)]:
+            folders.remove(name)  # never walked into: removed whole, or left alone
+            if left_over(folder_fd, name):
+                with suppress(OSError):
+                    remove_tree(folder_fd, name)
+                    removed += 1
+        for name in files:
+            if left_over(folder_fd, name):
+                with suppress(OSError):
+                    os.unlink(name, dir_fd=folder_fd)
+                    removed += 1
+    return removed

@@ -27,14 +27,18 @@ from __future__ import annotations
 import argparse
 import logging
 import sys
+import threading
+import time
 from pathlib import Path
 from typing import Any
 
+from mcp import types
 from mcp.server.fastmcp import FastMCP
 from mcp.server.fastmcp.exceptions import ToolError
 from mcp.types import ToolAnnotations
 from pydantic import ValidationError
 
+from mcp_servers.dirfd import sweep_leftovers
 from mcp_servers.errors import one_line
 from mcp_servers.reading import ReadTools
 from mcp_servers.sandbox import RootError, Sandbox, SandboxError, resolve_roots
@@ -59,12 +63,31 @@ class FileTools(ReadTools, SearchTools, WriteTools):  # WriteTools brings plans.
 # -- errors: one line each ----------------------------------------------------------------------
 
 
+# FastMCP answers these even with nothing to offer, and so advertises the resources and
+# prompts capabilities; an unknown resource or prompt then comes back with error code 0.
+# Without the handlers the capabilities are not advertised, and a client asking anyway gets
+# the JSON-RPC "Method not found" (-32601) the SDK answers for a method it does not serve.
+NOT_OFFERED = (
+    types.ListResourcesRequest,
+    types.ListResourceTemplatesRequest,
+    types.ReadResourceRequest,
+    types.ListPromptsRequest,
+    types.GetPromptRequest,
+)
+
+
 class SandboxedServer(FastMCP):
-    """FastMCP, with every tool error reduced to the one line the tool meant to say.
+    """FastMCP, with every tool error reduced to the one line the tool meant to say, offering
+    tools only.
 
     FastMCP wraps errors as 'Error executing tool X: ...' and pydantic errors span many
     lines; a refusal must start with 'security_error:' so clients can recognise it.
     """
+
+    def __init__(self, name: str, **settings: Any) -> None:
+        super().__init__(name, **settings)
+        for request in NOT_OFFERED:
+            self._mcp_server.request_handlers.pop(request, None)
 
     async def call_tool(self, name: str, arguments: dict[str, Any]) -> Any:
         try:
@@ -122,6 +145,8 @@ def build_server(
     server = SandboxedServer("fsagent-filesystem", log_level="WARNING")
     tools = FileTools(Sandbox(roots))
     runner = ToolRunner(call_timeout)
+    if not read_only:
+        start_sweep(roots)
     names = sorted(READ_TOOL_NAMES) + ([] if read_only else sorted(WRITE_TOOL_NAMES))
     for name in names:
         annotations = WRITE_ANNOTATIONS.get(name, READ_ONLY)
@@ -132,6 +157,20 @@ def build_server(
             structured_output=False,
         )
     return server
+
+
+def start_sweep(roots: tuple[Path, ...]) -> None:
+    """Remove, in the background, the temp entries a killed server left (`dirfd.py`); until
+    then no listing, search or copy shows them."""
+    started = time.time()
+
+    def sweep() -> None:
+        for root in roots:
+            removed = sweep_leftovers(root, started)
+            if removed:
+                logger.info("removed %d leftover temp entries below %s", removed, root)
+
+    threading.Thread(target=sweep, name="fsagent-sweep", daemon=True).start()
 
 
 def parse_args(argv: list[str] | None) -> argparse.Namespace:

@@ -182,6 +182,7 @@ class GrepRun:
         self.lines = CappedLines()
         self.matches = 0
         self.skipped_binary = 0
+        self.unreadable = 0  # files and folders that could not be opened or listed
         self.full = False
 
     def search_file(self, fd: int, size: int, shown_as: str) -> None:
@@ -237,6 +238,15 @@ class GrepRun:
             )
         if self.skipped_binary:
             notes.append(f"({self.skipped_binary:,} binary files skipped)")
+        if self.unreadable:
+            notes.append(unreadable_note(self.unreadable))
         if not self.lines.lines:
             return "\n".join([f"No match for {pattern!r}", *notes])
         return self.lines.text(*notes)
+
+
+def unreadable_note(count: int) -> str:
+    return (
+        f"({count:,} {'entry' if count == 1 else 'entries'} could not be read (no permission, "
+        "or gone meanwhile) and {'was' if count == 1 else 'were'} not searched)"
+    )

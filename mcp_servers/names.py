@@ -11,7 +11,8 @@ not be able to fake a line of a listing, so one scheme is used everywhere a name
 - everything else is shown as it is.
 
 `parse` undoes it for every path argument, so a name copied from an answer names the same
-file. A backslash that starts neither escape is taken as it is.
+file. A backslash that starts neither escape can only be a Windows separator, and a path with
+one (or a drive, `C:`) is refused by the sandbox: this is a POSIX machine.
 """
 
 from __future__ import annotations
@@ -54,6 +55,18 @@ def parse(given: str) -> str:
         done = found.end()
     raw += given[done:].encode("utf-8", "surrogateescape")
     return raw.decode("utf-8", "surrogateescape")
+
+
+DRIVE = re.compile(r"[A-Za-z]:(?:[\\/]|$)")
+
+
+def windows_style(given: str) -> bool:
+    """True for a drive path ('C:\\x', 'C:/x') or a path with a backslash that starts
+    neither escape (so it can only be a Windows separator: names.py shows a backslash of a
+    real name as two)."""
+    if DRIVE.match(given):
+        return True
+    return "\\" in ESCAPE.sub("", given)
 
 
 def quoted(name: str) -> str:

@@ -26,7 +26,7 @@ from mcp.server.fastmcp.exceptions import ToolError
 
 from mcp_servers.answers import to_json
 from mcp_servers.budget import check_budget
-from mcp_servers.dirfd import LIST_FLAGS, entry_stat
+from mcp_servers.dirfd import LIST_FLAGS, entry_stat, is_ours
 from mcp_servers.fileio import kind_of, open_checked, sha256_of_fd
 from mcp_servers.names import parse, show
 from mcp_servers.sandbox import Resolved
@@ -135,13 +135,20 @@ class PlanTools(ToolBase):
 def fingerprint(folder: int) -> dict[str, Any]:
     """The full count below a listable folder (no cap) and a sha256 over every entry's path,
     type, size and modification time, following no link: any file added, removed, renamed
-    or written below changes it. os.fwalk holds one descriptor per level, not per folder."""
+    or written below changes it. os.fwalk holds one descriptor per level, not per folder.
+    A subfolder that cannot be read fails the plan (fwalk would skip it silently, and the
+    count would understate); our own temporary entries are left out, as every listing does."""
     digest = hashlib.sha256()
     files = folders = size = 0
-    for top, dirnames, filenames, current in os.fwalk(".", dir_fd=folder, follow_symlinks=False):
+
+    def unreadable(error: OSError) -> None:
+        raise error
+
+    walk = os.fwalk(".", dir_fd=folder, follow_symlinks=False, onerror=unreadable)
+    for top, dirnames, filenames, current in walk:
         check_budget()
-        dirnames.sort()
-        for name in sorted(dirnames + filenames):
+        dirnames[:] = sorted(name for name in dirnames if not is_ours(name))
+        for name in sorted(dirnames + [name for name in filenames if not is_ours(name)]):
             found = os.stat(name, dir_fd=current, follow_symlinks=False)
             path = f"{top}/{name}"
             digest.update(

@@ -40,6 +40,7 @@ from mcp_servers.fileio import (
 )
 from mcp_servers.lines import Excerpt, excerpt
 from mcp_servers.names import parse, show
+from mcp_servers.request_limits import check_excludes
 from mcp_servers.sandbox import SandboxError
 from mcp_servers.tool_base import MAX_LISTED, ToolBase, check_range, show_given
 from mcp_servers.walking import Entry
@@ -114,6 +115,7 @@ class ReadTools(ToolBase):
         folder = self.existing_folder(path)
         lines = CappedLines(max_lines=MAX_TREE_ENTRIES + 1)
         lines.add(self.relative(folder.real) + "/")
+        check_excludes(exclude)
         excluded = [parse(item) for item in exclude] if exclude else None
         for entry, depth in self.walker.walk(folder.real, excluded, max_depth):
             lines.add("  " * (depth + 1) + self.tree_name(entry))

@@ -23,7 +23,7 @@ import os
 from dataclasses import dataclass
 from pathlib import Path
 
-from mcp_servers.names import parse, quoted, quoted_given
+from mcp_servers.names import parse, quoted, quoted_given, windows_style
 
 MAX_PATH_LENGTH = 4096
 SECURITY_PREFIX = "security_error:"
@@ -156,12 +156,33 @@ class Sandbox:
             raise SandboxError(f"path is {len(given)} characters long (at most {MAX_PATH_LENGTH})")
         if given.strip() == "":
             raise SandboxError("path is empty")
+        if windows_style(given):
+            raise SandboxError(
+                f"{given!r} is a Windows-style path, and this server runs on a POSIX machine: "
+                "separate folders with '/', with no drive letter (e.g. 'notes/todo.txt', "
+                "relative to the first root, or an absolute path such as '/home/me/notes.txt')"
+            )
         raw = parse(given)
         if "\x00" in raw:
             raise SandboxError("path contains a NUL byte")
         # `~` is expanded so '~/notes' means what a person means; the result is still checked.
-        expanded = os.path.expanduser(raw)
-        return os.path.join(self.roots[0], expanded)
+        # '~user' is not: whether it says "outside" or "not found" would tell whether that
+        # user exists, so it is a name like any other.
+        expanded = os.path.expanduser(raw) if raw == "~" or raw.startswith("~/") else raw
+        lexical = os.path.join(self.roots[0], expanded)
+        self.refuse_dots_outside(given, lexical)
+        return lexical
+
+    def refuse_dots_outside(self, given: str, lexical: str) -> None:
+        """Refuse a path whose '..' steps back from a place outside the roots, whether or not
+        that place exists: the answer must not tell what exists outside."""
+        parts = lexical.split("/")
+        for number, part in enumerate(parts):
+            if part != "..":
+                continue
+            before = os.path.normpath("/".join(parts[:number]) or "/")
+            if not self.is_inside(Path(before)):
+                raise self.refuse(given)
 
     def resolve_missing(self, given: str, lexical: str) -> Resolved:
         """A path that does not exist yet: its nearest existing ancestor must be inside."""

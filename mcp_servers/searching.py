@@ -11,11 +11,12 @@ from mcp.server.fastmcp.exceptions import ToolError
 
 from mcp_servers.answers import CappedLines, more_marker
 from mcp_servers.fileio import open_checked
-from mcp_servers.grepping import GrepRun
+from mcp_servers.grepping import GrepRun, unreadable_note
 from mcp_servers.names import parse
+from mcp_servers.request_limits import check_excludes, check_pattern
 from mcp_servers.sandbox import Resolved, SandboxError
 from mcp_servers.tool_base import MAX_LISTED, ToolBase, check_range, show_given
-from mcp_servers.walking import matches_any
+from mcp_servers.walking import Unreadable, matches_any
 
 
 class SearchTools(ToolBase):
@@ -31,18 +32,24 @@ class SearchTools(ToolBase):
         """
         if not pattern:
             raise ToolError("invalid_argument: pattern is empty")
+        check_pattern("pattern", pattern)
+        check_excludes(exclude)
         folder = self.existing_folder(path)
         glob = parse(pattern)
         by_path = "/" in glob
         shown = self.shown_below(folder.real)
         found = CappedLines(max_lines=MAX_LISTED)
         excluded = [parse(item) for item in exclude] if exclude else None
-        for entry, _ in self.walker.walk(folder.real, excluded):
+        unreadable = Unreadable()
+        for entry, _ in self.walker.walk(folder.real, excluded, unreadable=unreadable):
             if fnmatch.fnmatchcase(entry.relative if by_path else entry.name, glob):
                 found.add(shown(entry.relative) + ("/" if entry.is_dir else ""))
+        note = unreadable_note(unreadable.count) if unreadable.count else ""
         if not found.lines:
-            return f"No match for {pattern!r} under {show_given(path)}"
-        return found.text(more_marker(found.hidden) if found.hidden else "")
+            return "\n".join(
+                filter(None, [f"No match for {pattern!r} under {show_given(path)}", note])
+            )
+        return found.text(more_marker(found.hidden) if found.hidden else "", note)
 
     def grep(
         self,
@@ -62,8 +69,8 @@ class SearchTools(ToolBase):
         """
         check_range("context", context, 0, 20)
         check_range("max_matches", max_matches, 1, 10_000)
-        if len(pattern) > 1000:
-            raise ToolError("invalid_argument: pattern is longer than 1000 characters")
+        check_pattern("pattern", pattern)
+        check_pattern("glob", glob)
         search = GrepRun(pattern, ignore_case, context, max_matches)
         resolved = self.existing(path)
         if resolved.real.is_dir():
@@ -76,8 +83,17 @@ class SearchTools(ToolBase):
     # -- helpers for the tools above ------------------------------------------------------
 
     def grep_folder(self, search: GrepRun, folder: Resolved, glob: str | None) -> None:
+        unreadable = Unreadable()
+        try:
+            self.grep_walk(search, folder, glob, unreadable)
+        finally:
+            search.unreadable += unreadable.count
+
+    def grep_walk(
+        self, search: GrepRun, folder: Resolved, glob: str | None, unreadable: Unreadable
+    ) -> None:
         shown = self.shown_below(folder.real)
-        for entry, _ in self.walker.walk(folder.real):
+        for entry, _ in self.walker.walk(folder.real, unreadable=unreadable):
             if entry.kind != "file":
                 continue  # links are not followed, as with grep -r; nor special files read
             if glob is not None and not matches_any(entry.name, entry.relative, [glob]):
@@ -85,7 +101,8 @@ class SearchTools(ToolBase):
             try:
                 fd, found = open_checked(entry.folder_fd, entry.name, entry.path)
             except (OSError, SandboxError, ToolError):
-                continue  # gone, unreadable or swapped since it was listed
+                search.unreadable += 1  # gone, unreadable or swapped since it was listed
+                continue
             try:
                 search.search_file(fd, found.st_size, shown(entry.relative))
             finally:

@@ -6,11 +6,18 @@ JSON-RPC) into a log notification: the request that sent it never gets an answer
 client waits for good. Here each line is decoded strictly; a line that fails gets an error
 answer with the request's id when one can be read from it (`null` when none can), and the
 server goes on with the next line. A line longer than MAX_LINE_BYTES is refused the same way
-without being held in memory.
+without being held in memory, and so is a line holding more JSON values than a request may
+(`request_limits.py`), before its JSON is built.
+
+Backpressure: the requests read and not yet answered are counted, with their size. While too
+many are in flight (their answers are being worked out, or cannot be written because the
+client does not read them), no more lines are read, so memory stays bounded whatever the client
+sends or leaves unread.
 """
 
 from __future__ import annotations
 
+import codecs
 import json
 import logging
 import re
@@ -20,14 +27,21 @@ from contextlib import asynccontextmanager
 from typing import Any, BinaryIO
 
 import anyio
+import anyio.to_thread
 from anyio.streams.memory import MemoryObjectReceiveStream, MemoryObjectSendStream
 from mcp import types
 from mcp.shared.message import SessionMessage
 from pydantic import ValidationError
 
+from mcp_servers.request_limits import MAX_LINE_BYTES, too_large
+
 logger = logging.getLogger("fsagent.filesystem")
 
-MAX_LINE_BYTES = 64 * 1024 * 1024
+MAX_IN_FLIGHT = 64  # requests read and not yet answered
+IN_FLIGHT_WEIGHT = 48 * 1024 * 1024  # their bytes, plus VALUE_WEIGHT for each JSON mark
+VALUE_WEIGHT = 256  # about what one parsed JSON value costs in memory, in bytes
+PARSE_ON_THE_LOOP_UP_TO = 1024 * 1024  # longer lines are checked and parsed in a thread
+UTF8_STEP = 1024 * 1024  # a line is checked as UTF-8 this many bytes at a time
 PARSE_ERROR = -32700
 INVALID_REQUEST = -32600
 INTERNAL_ERROR = -32603
@@ -35,9 +49,12 @@ INTERNAL_ERROR = -32603
 ID_IN_TEXT = re.compile(rb'"id"\s*:\s*(-?\d{1,18}(?![\d.eE])|"(?:[^"\\\r\n]|\\.){0,200}")')
 
 
-def request_id(line: bytes) -> int | str | None:
-    """The id of the request on `line`, if one can be read from it."""
+def request_id(line: bytes, parse: bool = True) -> int | str | None:
+    """The id of the request on `line`, if one can be read from it; without `parse` it is
+    looked for in the text only (a line refused for its size is never parsed)."""
     try:
+        if not parse:
+            raise ValueError("not parsed")
         message = json.loads(line.decode("utf-8", "surrogateescape"))
     except ValueError:
         found = ID_IN_TEXT.search(line)
@@ -57,24 +74,39 @@ def request_id(line: bytes) -> int | str | None:
     return found_id
 
 
-def error_line(line: bytes, code: int, message: str) -> bytes:
+def error_line(line: bytes, code: int, message: str, parse: bool = True) -> bytes:
     answer: dict[str, Any] = {
         "jsonrpc": "2.0",
-        "id": request_id(line),
+        "id": request_id(line, parse),
         "error": {"code": code, "message": message},
     }
     return json.dumps(answer).encode("utf-8") + b"\n"
 
 
+def not_utf8_at(line: bytes) -> int | None:
+    """The offset of the first byte of `line` that is not UTF-8, or None. Checked a step at a
+    time, so a long line never exists as a str as well (up to four times its size)."""
+    decoder = codecs.getincrementaldecoder("utf-8")()
+    for start in range(0, len(line), UTF8_STEP):
+        pending = len(decoder.getstate()[0])  # bytes of a character cut at the last step
+        try:
+            decoder.decode(line[start : start + UTF8_STEP], final=start + UTF8_STEP >= len(line))
+        except UnicodeDecodeError as error:
+            return start - pending + error.start
+    return None
+
+
 def decode(line: bytes) -> types.JSONRPCMessage | bytes:
     """The message on `line`, or the error line that answers it."""
-    try:
-        text = line.decode("utf-8")
-    except UnicodeDecodeError as error:
-        reason = f"Parse error: the request is not UTF-8 (byte {error.start})"
+    bad_byte = not_utf8_at(line)
+    if bad_byte is not None:
+        reason = f"Parse error: the request is not UTF-8 (byte {bad_byte})"
         return error_line(line, PARSE_ERROR, reason)
+    refused = too_large(line)
+    if refused is not None:
+        return error_line(line, INVALID_REQUEST, refused, parse=False)
     try:
-        return types.JSONRPCMessage.model_validate_json(text)
+        return types.JSONRPCMessage.model_validate_json(line)
     except ValidationError as error:
         first = error.errors()[0]
         if first["type"] == "json_invalid":
@@ -127,6 +159,45 @@ async def read_lines(stdin: BinaryIO) -> AsyncIterator[tuple[bytes, bool]]:
         yield line[:4096], True
 
 
+class InFlight:
+    """The requests read and not yet answered: how many, and what they weigh."""
+
+    def __init__(self) -> None:
+        self.weights: dict[int | str, list[int]] = {}
+        self.count = 0
+        self.weight = 0
+        self.changed = anyio.Event()
+
+    def has_room(self, weight: int) -> bool:
+        if self.count == 0:
+            return True  # one request of any size the line cap lets through
+        return self.count < MAX_IN_FLIGHT and self.weight + weight <= IN_FLIGHT_WEIGHT
+
+    async def admit(self, request_id: int | str, weight: int) -> None:
+        """Wait until there is room for one more request, then count it in."""
+        while not self.has_room(weight):
+            await self.changed.wait()
+        self.weights.setdefault(request_id, []).append(weight)
+        self.count += 1
+        self.weight += weight
+
+    def answered(self, request_id: object) -> None:
+        if not isinstance(request_id, int | str) or request_id not in self.weights:
+            return
+        waiting = self.weights[request_id]
+        self.weight -= waiting.pop()
+        self.count -= 1
+        if not waiting:
+            del self.weights[request_id]
+        self.changed.set()
+        self.changed = anyio.Event()
+
+
+def weight_of(line: bytes) -> int:
+    """What holding the request on `line` costs, about: its bytes and its parsed values."""
+    return len(line) + VALUE_WEIGHT * (line.count(b",") + line.count(b":"))
+
+
 @asynccontextmanager
 async def stdio_streams(
     stdin: BinaryIO | None = None, stdout: BinaryIO | None = None
@@ -137,27 +208,40 @@ async def stdio_streams(
     writer = LineWriter(stdout or sys.stdout.buffer)
     incoming_writer, incoming = anyio.create_memory_object_stream[SessionMessage | Exception](0)
     outgoing, outgoing_reader = anyio.create_memory_object_stream[SessionMessage](0)
+    in_flight = InFlight()
 
     async def read_requests() -> None:
         async with incoming_writer:
             async for line, too_long in read_lines(stdin or sys.stdin.buffer):
                 if too_long:
-                    reason = f"Invalid Request: a request is limited to {MAX_LINE_BYTES:,} bytes"
+                    reason = (
+                        f"Invalid Request: a request is limited to {MAX_LINE_BYTES:,} bytes; "
+                        "split the work into smaller calls"
+                    )
                     await writer.write(error_line(line, INVALID_REQUEST, reason))
                     continue
                 if not line.strip():
                     continue
-                decoded = decode(line)
+                if len(line) > PARSE_ON_THE_LOOP_UP_TO:  # the loop goes on answering meanwhile
+                    decoded = await anyio.to_thread.run_sync(decode, line)
+                else:
+                    decoded = decode(line)
                 if isinstance(decoded, bytes):
-                    logger.warning("undecodable request: %s", decoded.decode().strip())
+                    logger.warning("undecodable request: %s", decoded.decode()[:300].strip())
                     await writer.write(decoded)
                     continue
+                if isinstance(decoded.root, types.JSONRPCRequest):
+                    await in_flight.admit(decoded.root.id, weight_of(line))
+                del line
                 await incoming_writer.send(SessionMessage(decoded))
 
     async def write_answers() -> None:
         async with outgoing_reader:
             async for message in outgoing_reader:
                 await writer.write(encode(message))
+                root = message.message.root
+                if isinstance(root, types.JSONRPCResponse | types.JSONRPCError):
+                    in_flight.answered(root.id)
 
     async with anyio.create_task_group() as tasks:
         tasks.start_soon(read_requests)

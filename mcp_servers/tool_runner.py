@@ -8,6 +8,12 @@ requests, and MCP cancellation (`notifications/cancelled`) reaches the work thro
 A call's work checks its budget as it goes (see `budget.py`) and stops itself with a clear
 error at the deadline. If it does not get back within a short grace after that (a syscall that
 blocks), the call is answered with a timeout anyway and the thread is left to finish alone.
+
+At most MAX_RUNNING calls work at once, and a call holds its slot until its thread has really
+returned, abandoned or not: an abandoned call that still works is still using a core and
+memory. A call that finds every slot held waits for one within its own budget; when the slots
+are held by abandoned calls, or none frees in time, it is answered `busy:` at once, never left
+to time out on work that did not start.
 """
 
 from __future__ import annotations
@@ -15,10 +21,14 @@ from __future__ import annotations
 import functools
 import logging
 from collections.abc import Callable
+from contextlib import suppress
+from dataclasses import dataclass
 from typing import Any
 
 import anyio
+import anyio.from_thread
 import anyio.to_thread
+from mcp.server.fastmcp.exceptions import ToolError
 
 from mcp_servers.budget import CallBudget, CallStopped
 
@@ -29,12 +39,22 @@ GRACE_SECONDS = 2.0  # how long after its deadline a call gets to stop itself
 MAX_RUNNING = 4  # tool calls running at once; more wait their turn (memory stays bounded)
 
 
+@dataclass
+class Slot:
+    """One call's hold on a slot: released when its thread returns."""
+
+    released: bool = False
+    abandoned: bool = False
+
+
 class ToolRunner:
     """Runs tool functions in worker threads, each call with its own budget."""
 
     def __init__(self, seconds: float = DEFAULT_CALL_TIMEOUT, max_running: int = MAX_RUNNING):
         self.seconds = seconds
-        self.limiter = anyio.CapacityLimiter(max_running)
+        self.max_running = max_running
+        self.slots = anyio.Semaphore(max_running)
+        self.abandoned = 0  # calls answered already whose thread still works
 
     def wrap(self, name: str, work: Callable[..., str]) -> Callable[..., Any]:
         """An async tool with `work`'s signature (FastMCP reads it) that runs `work` here."""
@@ -45,19 +65,54 @@ class ToolRunner:
 
         return run_off_the_loop
 
+    def busy(self, name: str) -> ToolError:
+        stopping = f"; {self.abandoned} of them past their budget, still stopping"
+        return ToolError(
+            f"busy: {name} was not started: all {self.max_running} tool slots are taken by "
+            f"earlier calls{stopping if self.abandoned else ''}; try again in a few seconds"
+        )
+
+    def release(self, slot: Slot) -> None:
+        """On the event loop: the thread of `slot` has returned."""
+        slot.released = True
+        if slot.abandoned:
+            self.abandoned -= 1
+        self.slots.release()
+
+    def abandon(self, slot: Slot) -> None:
+        if not slot.released and not slot.abandoned:
+            slot.abandoned = True
+            self.abandoned += 1
+
     async def run(self, name: str, work: Callable[..., str], arguments: dict[str, Any]) -> str:
         budget = CallBudget(name, self.seconds)
+        if self.slots.value == 0 and self.abandoned:
+            raise self.busy(name)
+        slot: Slot | None = None
+        with anyio.move_on_after(self.seconds):
+            await self.slots.acquire()
+            slot = Slot()
+        if slot is None:
+            raise self.busy(name)
+
+        def run_then_release() -> str:
+            try:
+                return budget.run(work, arguments)
+            finally:
+                with suppress(RuntimeError):  # the loop is gone: the server is stopping
+                    anyio.from_thread.run_sync(self.release, slot)
+
         try:
             with anyio.move_on_after(self.seconds + GRACE_SECONDS):
-                answer = await anyio.to_thread.run_sync(
-                    budget.run, work, arguments, abandon_on_cancel=True, limiter=self.limiter
-                )
+                answer = await anyio.to_thread.run_sync(run_then_release, abandon_on_cancel=True)
                 return valid_utf8(name, answer)
         except anyio.get_cancelled_exc_class():
             budget.cancel()  # the client cancelled: the thread stops at its next check
+            self.abandon(slot)
             logger.info("tool %s cancelled", name)
             raise
         budget.cancel()
+        self.abandon(slot)
         logger.warning("tool %s did not stop within its budget; left to finish", name)
         raise CallStopped(
             f"timeout: {name} did not answer within its {self.seconds:g} s budget and was "

@@ -9,6 +9,7 @@ larger folder is walked in the order the filesystem gives. Every entry checks th
 
 from __future__ import annotations
 
+import errno
 import fnmatch
 import logging
 import os
@@ -18,7 +19,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Literal
 
 from mcp_servers.budget import check_budget
-from mcp_servers.dirfd import LIST_FLAGS, open_listable
+from mcp_servers.dirfd import LIST_FLAGS, is_ours, open_listable
 from mcp_servers.sandbox import Sandbox
 
 if TYPE_CHECKING:
@@ -31,6 +32,20 @@ SORTED_UP_TO = 10_000  # entries of one folder sorted by name; a larger folder i
 
 def matches_any(name: str, relative: str, globs: list[str]) -> bool:
     return any(fnmatch.fnmatchcase(name, g) or fnmatch.fnmatchcase(relative, g) for g in globs)
+
+
+@dataclass
+class Unreadable:
+    """The folders one walk could not list or enter: how many, and the first of them."""
+
+    count: int = 0
+    first: str | None = None
+    error: str = ""
+
+    def add(self, path: str, error: OSError) -> None:
+        self.count += 1
+        if self.first is None:
+            self.first, self.error = path, error.strerror or str(error)
 
 
 @dataclass(frozen=True, slots=True)
@@ -83,20 +98,27 @@ class Walker:
         with os.scandir(folder) as items:
             for item in items:
                 check_budget()
-                yield self.classify(item, folder, path, prefix)
+                if not is_ours(item.name):
+                    yield self.classify(item, folder, path, prefix)
 
-    def entries(self, folder: int, path: str, prefix: str = "") -> Iterator[Entry]:
+    def entries(
+        self, folder: int, path: str, prefix: str = "", unreadable: Unreadable | None = None
+    ) -> Iterator[Entry]:
         """The entries of a listable folder, sorted by name unless there are very many."""
         check_budget()
         first: list[Entry] = []
         try:
             with os.scandir(folder) as items:
                 for item in items:
+                    if is_ours(item.name):
+                        continue
                     first.append(self.classify(item, folder, path, prefix))
                     if len(first) > SORTED_UP_TO:
                         break
         except OSError as error:
             logger.info("cannot list %s: %s", path, error)
+            if unreadable is not None:
+                unreadable.add(path, error)
             return
         if len(first) <= SORTED_UP_TO:
             first.sort(key=lambda entry: entry.name)
@@ -107,19 +129,26 @@ class Walker:
             yield from self.stream(folder, path, prefix)
         except OSError as error:
             logger.info("cannot list %s: %s", path, error)
+            if unreadable is not None:
+                unreadable.add(path, error)
 
     def walk(
-        self, top: Path, exclude: list[str] | None = None, max_depth: int | None = None
+        self,
+        top: Path,
+        exclude: list[str] | None = None,
+        max_depth: int | None = None,
+        unreadable: Unreadable | None = None,
     ) -> Iterator[tuple[Entry, int]]:
         """Entries below the folder `top` (checked), depth first, with their depth (0 for
         top's children).
 
         Excluded entries are neither yielded nor descended into; links are yielded but never
-        descended into, and links that leave the roots are left out.
+        descended into, and links that leave the roots are left out. Folders that cannot be
+        listed or entered are counted in `unreadable` (when given).
         """
         with self.places.folder(top) as reached:
             first = open_listable(reached)
-        stack = [(first, self.entries(first, str(top)))]
+        stack = [(first, self.entries(first, str(top), unreadable=unreadable))]
         try:
             while stack:
                 check_budget()
@@ -137,20 +166,24 @@ class Walker:
                 depth = len(stack) - 1
                 yield entry, depth
                 if entry.is_dir and (max_depth is None or depth + 1 < max_depth):
-                    child = self.open_child(folder, entry)
+                    child = self.open_child(folder, entry, unreadable)
                     if child is not None:
-                        below = self.entries(child, entry.path, entry.relative + "/")
+                        below = self.entries(child, entry.path, entry.relative + "/", unreadable)
                         stack.append((child, below))
         finally:
             for folder, items in stack:
                 items.close()
                 os.close(folder)
 
-    def open_child(self, folder: int, entry: Entry) -> int | None:
+    def open_child(
+        self, folder: int, entry: Entry, unreadable: Unreadable | None = None
+    ) -> int | None:
         """The folder `entry` opened for listing, or None (unreadable, or swapped for a link
         or a file since it was listed: either way it is not walked into)."""
         try:
             return os.open(entry.name, LIST_FLAGS, dir_fd=folder)
         except OSError as error:
             logger.info("not walking into %s: %s", entry.path, error)
+            if unreadable is not None and error.errno not in (errno.ELOOP, errno.ENOTDIR):
+                unreadable.add(entry.path, error)
             return None

@@ -12,9 +12,11 @@ from __future__ import annotations
 
 import errno
 import os
+import re
 import stat
 from collections.abc import Callable
 from contextlib import suppress
+from pathlib import Path
 from typing import Any, Literal, TypeVar
 
 from mcp.server.fastmcp.exceptions import ToolError
@@ -38,6 +40,7 @@ from mcp_servers.dirfd import (
     entry_stat,
     remove_quietly,
     remove_tree,
+    temp_name,
 )
 from mcp_servers.fileio import (
     EDIT_LIMIT,
@@ -56,8 +59,11 @@ from mcp_servers.links import links_leaving
 from mcp_servers.names import quoted_given, show
 from mcp_servers.permissions import check_writable, take_over
 from mcp_servers.plans import PlanTools
+from mcp_servers.request_limits import MAX_EDITS
 from mcp_servers.sandbox import Resolved, Sandbox, is_within
 from mcp_servers.tool_base import show_given
+from mcp_servers.walking import Unreadable
+from mcp_servers.xattrs import attributes_of, give_attributes
 
 MAX_WRITE_BYTES = EDIT_LIMIT  # content a write may carry
 SKIPPED_LISTED_BYTES = 64 * 1024  # of names a folder copy lists as skipped, per list
@@ -119,7 +125,8 @@ class WriteTools(PlanTools):
 
     def __init__(self, sandbox: Sandbox) -> None:
         super().__init__(sandbox)
-        self.new_file_mode = 0o666 & ~current_umask()
+        self.umask = current_umask()
+        self.new_file_mode = 0o666 & ~self.umask
 
     # -- write tools ----------------------------------------------------------------------
 
@@ -157,14 +164,16 @@ class WriteTools(PlanTools):
                     result = self.result(target, old, old + new_part)
                     if dry_run:
                         return self.dry_run(result, old, old + new_part)
-                    replace_entry(folder, name, writer_of(old, new_part), finisher(found))
+                    replace_entry(
+                        folder, name, writer_of(old, new_part), finisher(found, folder, name)
+                    )
                     return to_json(result)
                 if dry_run:
                     return self.write_dry_run(target, fd, found, new_part)
                 old_digest = sha256_of_fd(fd)
             finally:
                 os.close(fd)
-            replace_entry(folder, name, writer_of(new_part), finisher(found))
+            replace_entry(folder, name, writer_of(new_part), finisher(found, folder, name))
         return to_json(self.result(target, None, new_part, old_digest))
 
     def patch_file(
@@ -183,6 +192,11 @@ class WriteTools(PlanTools):
         """
         if not edits:
             raise ToolError("invalid_argument: edits is empty")
+        if len(edits) > MAX_EDITS:
+            raise ToolError(
+                f"invalid_argument: edits holds {len(edits):,} edits (at most {MAX_EDITS:,}); "
+                "split the patch into several calls"
+            )
         if not dry_run:
             self.check_expect("patch_file", {"path": path}, expect)
         target = self.existing(path)
@@ -206,7 +220,7 @@ class WriteTools(PlanTools):
             result = self.result(target, old, new)
             if dry_run:
                 return self.dry_run(result, old, new)
-            replace_entry(folder, name, writer_of(new), finisher(found))
+            replace_entry(folder, name, writer_of(new), finisher(found, folder, name))
         return to_json(result)
 
     def make_dir(self, path: str, expect: Expect = None) -> str:
@@ -293,12 +307,21 @@ class WriteTools(PlanTools):
             found = entry_stat(src_folder, src_name)
             if dst.exists:
                 self.check_replaceable(dst_folder, dst_name, self.raw_relative(dst.real))
+                replaced = entry_stat(dst_folder, dst_name)
+                if (replaced.st_dev, replaced.st_ino) == (found.st_dev, found.st_ino):
+                    # Two hard links of one file: rename(2) does nothing and says it did, so
+                    # the source link is removed here, which is what the move means.
+                    os.unlink(src_name, dir_fd=src_folder)
+                    return self.moved(src, dst, found)
             try:
                 os.rename(src_name, dst_name, src_dir_fd=src_folder, dst_dir_fd=dst_folder)
             except OSError as error:
                 if error.errno != errno.EXDEV:
                     raise
                 self.move_across(src_folder, src_name, dst_folder, dst_name, found, source)
+        return self.moved(src, dst, found)
+
+    def moved(self, src: Resolved, dst: Resolved, found: os.stat_result) -> str:
         return to_json(
             {
                 "source": self.relative(src.real),
@@ -337,7 +360,14 @@ class WriteTools(PlanTools):
                     f"folder {quoted_given(path)} is not empty ({entries:,} entries inside); "
                     "pass recursive=True to delete it with everything in it"
                 )
-            remove_tree(folder, name)
+            # All or nothing: the folder is first renamed aside under a temp name (hidden from
+            # every listing, removed at the next start if the server is killed meanwhile), and
+            # only then emptied, to its end even past the budget: once renamed it is deleted.
+            aside = temp_name()
+            check_budget()
+            os.rename(name, aside, src_dir_fd=folder, dst_dir_fd=folder)
+            with unbounded():
+                remove_tree(folder, aside)
         return to_json({"path": relative, "type": "folder", **counts})
 
     # -- helpers for the tools above ------------------------------------------------------
@@ -393,47 +423,78 @@ class WriteTools(PlanTools):
     def copy_file(self, source: str, dst: Resolved) -> dict[str, Any]:
         with self.opened_file(source) as (reader, found, _):
             with self.places.parent(dst.real, create=True) as (folder, name):
+                # A new file gets the source's bits less the umask; a replaced one keeps its
+                # own mode, owner and extended attributes, as write_file does.
+                finish = self.new_copy_finisher(found)
                 if dst.exists:
                     self.check_replaceable(folder, name, self.raw_relative(dst.real))
-                mode = stat.S_IMODE(found.st_mode) & PERMISSION_BITS
+                    replaced = entry_stat(folder, name)
+                    if stat.S_ISREG(replaced.st_mode):
+                        finish = finisher(replaced, folder, name)
                 size, digest = replace_entry(
-                    folder,
-                    name,
-                    lambda fd: copy_sparse(reader, fd),
-                    lambda fd: os.fchmod(fd, mode),
+                    folder, name, lambda fd: copy_sparse(reader, fd), finish
                 )
         return {"files": 1, "bytes": size, "sha256": digest}
 
+    def new_copy_finisher(self, source: os.stat_result) -> Callable[[int], None]:
+        mode = stat.S_IMODE(source.st_mode) & PERMISSION_BITS & ~self.umask
+        return lambda fd: os.fchmod(fd, mode)
+
     def copy_folder(self, src: Resolved, dst: Resolved) -> dict[str, Any]:
         """Copy a folder's files and folders; links and special files are skipped and
-        listed, never followed or opened. A copy cut short is removed."""
+        listed, never followed or opened.
+
+        The copy is built under a temp name (which no listing shows) and renamed to its name
+        only when complete: a copy cut short, or missing a folder it could not read, is
+        removed and the call fails, and a server killed meanwhile leaves no partial tree
+        under the real name (the temp one is removed at the next start).
+        """
         with self.places.parent(dst.real, create=True) as (folder, name):
-            os.mkdir(name, 0o700, dir_fd=folder)
+            building = temp_name()
+            os.mkdir(building, 0o700, dir_fd=folder)
             try:
-                return self.copy_into(src, os.open(name, LIST_FLAGS, dir_fd=folder))
+                unreadable = Unreadable()
+                top = os.open(building, LIST_FLAGS, dir_fd=folder)
+                summary = self.copy_into(src, top, unreadable)
+                if unreadable.count:
+                    raise self.incomplete_copy(src, unreadable)
+                check_budget()  # the last point where the call may stop: nothing is visible
+                with suppress(FileNotFoundError):
+                    entry_stat(folder, name)
+                    raise ToolError(f"destination exists: {self.relative(dst.real)}")
+                os.rename(building, name, src_dir_fd=folder, dst_dir_fd=folder)
+                return summary
             except BaseException:
                 with suppress(OSError), unbounded():
-                    remove_tree(folder, name)
+                    remove_tree(folder, building)
                 raise
 
-    def copy_into(self, src: Resolved, top: int) -> dict[str, Any]:
+    def incomplete_copy(self, src: Resolved, unreadable: Unreadable) -> ToolError:
+        first = self.relative(Path(unreadable.first)) if unreadable.first else "?"
+        return ToolError(
+            f"copy refused: {unreadable.count:,} folder(s) below {self.relative(src.real)} "
+            f"could not be read (first: '{first}': {unreadable.error}); nothing was copied"
+        )
+
+    def copy_into(self, src: Resolved, top: int, unreadable: Unreadable) -> dict[str, Any]:
         files = folders = size = 0
         skipped_links = CappedLines(SKIPPED_LISTED_BYTES)
         skipped_other = CappedLines(SKIPPED_LISTED_BYTES)
         shown = self.shown_below(src.real)
-        opened = [(top, stat.S_IMODE(self.stat_of(src).st_mode))]
+        umask = self.umask
+        opened = [(top, stat.S_IMODE(self.stat_of(src).st_mode) & ~umask)]
         try:
-            for entry, depth in self.walker.walk(src.real):
+            for entry, depth in self.walker.walk(src.real, unreadable=unreadable):
                 while len(opened) > depth + 1:
                     close_folder(*opened.pop())
                 below = opened[-1][0]
                 if entry.kind == "dir":
-                    mode = entry_stat(entry.folder_fd, entry.name).st_mode
+                    mode = entry_stat(entry.folder_fd, entry.name).st_mode & ~umask
                     os.mkdir(entry.name, 0o700, dir_fd=below)
                     opened.append((os.open(entry.name, LIST_FLAGS, dir_fd=below), mode))
                     folders += 1
                 elif entry.kind == "file":
-                    size += copy_entry(entry.folder_fd, entry.name, below, entry.path)
+                    size += copy_entry(entry.folder_fd, entry.name, below, entry.path, umask)
                     files += 1
                 elif entry.kind == "link":
                     skipped_links.add(shown(entry.relative))
@@ -472,7 +533,7 @@ class WriteTools(PlanTools):
                     dst_folder,
                     dst_name,
                     lambda fd: copy_sparse(reader, fd),
-                    finisher(found),
+                    finisher(found, src_folder, src_name),
                 )
             finally:
                 os.close(reader)
@@ -534,9 +595,16 @@ class WriteTools(PlanTools):
         return dst
 
 
-def finisher(old: os.stat_result) -> Callable[[int], None]:
-    """Gives a replacement file the owner, group and mode of the file it replaces."""
-    return lambda fd: take_over(fd, old)
+def finisher(old: os.stat_result, folder: int, name: str) -> Callable[[int], None]:
+    """Gives a replacement file the owner, group, mode and extended attributes (ACLs among
+    them, set last: an ACL's mask is the group bits) of the file `name` in `folder`, which
+    it replaces (or, for a move, is moved from)."""
+
+    def finish(fd: int) -> None:
+        take_over(fd, old)
+        give_attributes(fd, attributes_of(folder, name), name)
+
+    return finish
 
 
 def listed(names: CappedLines) -> list[str]:
@@ -552,11 +620,13 @@ def close_folder(fd: int, mode: int) -> None:
         os.close(fd)
 
 
-def copy_entry(source_folder: int, name: str, destination_folder: int, path: str) -> int:
+def copy_entry(
+    source_folder: int, name: str, destination_folder: int, path: str, umask: int
+) -> int:
     """Copy the regular file `name` between folders (holes kept); return its size."""
     reader, found = open_checked(source_folder, name, path)
     try:
-        mode = stat.S_IMODE(found.st_mode) & PERMISSION_BITS
+        mode = stat.S_IMODE(found.st_mode) & PERMISSION_BITS & ~umask
         writer = os.open(name, NEW_FILE_FLAGS, 0o600, dir_fd=destination_folder)
         try:
             size, _ = copy_sparse(reader, writer)
@@ -585,8 +655,23 @@ def line_ending_of(text: str) -> str:
     return "\r\n" if crlf and crlf >= text.count("\n") - crlf else "\n"
 
 
-def with_line_ending(text: str, newline: str) -> str:
-    return text.replace("\r\n", "\n").replace("\n", newline)
+def any_line_ending(old_text: str) -> re.Pattern[str]:
+    """`old_text` as a pattern whose each line break matches "\n" or "\r\n", so an edit
+    matches across the breaks of a file whose lines end both ways."""
+    lines = old_text.replace("\r\n", "\n").split("\n")
+    return re.compile("\r?\n".join(map(re.escape, lines)))
+
+
+def with_endings_of(new_text: str, matched: str, newline: str) -> str:
+    """`new_text` with each line break the one at the same place in `matched` (the file's
+    usual ending past the breaks `matched` has), so each line keeps its own ending."""
+    endings = re.findall(r"\r?\n", matched)
+    lines = new_text.replace("\r\n", "\n").split("\n")
+    out = [lines[0]]
+    for number, line in enumerate(lines[1:]):
+        out.append(endings[number] if number < len(endings) else newline)
+        out.append(line)
+    return "".join(out)
 
 
 def apply_edits(text: str, edits: list[Edit], path: str) -> str:
@@ -595,18 +680,21 @@ def apply_edits(text: str, edits: list[Edit], path: str) -> str:
     patched = text
     for number, edit in enumerate(edits, start=1):
         check_budget()
-        old = with_line_ending(edit.old_text, newline)
-        if not old:
+        if not edit.old_text:
             raise ToolError(f"edit {number}: old_text is empty")
-        count = patched.count(old)
-        if count == 0:
+        pattern = any_line_ending(edit.old_text)
+        found = [match for _, match in zip(range(2), pattern.finditer(patched), strict=False)]
+        if not found:
             raise ToolError(f"edit {number}: old_text not found in {path}; nothing was changed")
-        if count > 1:
+        if len(found) > 1:
+            count = len(pattern.findall(patched))
             raise ToolError(
                 f"edit {number}: old_text occurs {count} times in {path}; add surrounding "
                 "lines so it occurs once (nothing was changed)"
             )
-        patched = patched.replace(old, with_line_ending(edit.new_text, newline), 1)
+        match = found[0]
+        new = with_endings_of(edit.new_text, match.group(), newline)
+        patched = patched[: match.start()] + new + patched[match.end() :]
     if text.endswith("\n") and patched and not patched.endswith("\n"):
         patched += newline  # an edit that swallowed the final newline keeps it
     return patched

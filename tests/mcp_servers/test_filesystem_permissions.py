@@ -106,7 +106,9 @@ def test_a_copy_never_makes_a_setuid_file(server, root: Path) -> None:
     copied = json.loads(server.ok("copy", source=source.name, destination="setuid_copy"))
     assert copied["bytes"] == 10
     info = (root / "setuid_copy").stat()
-    assert stat.S_IMODE(info.st_mode) == 0o777 and info.st_uid == 0
+    umask = os.umask(0o022)  # the server's, inherited from this process
+    os.umask(umask)
+    assert stat.S_IMODE(info.st_mode) == 0o777 & ~umask and info.st_uid == 0
     assert not info.st_mode & (stat.S_ISUID | stat.S_ISGID)
 
 
