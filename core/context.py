@@ -60,6 +60,7 @@ from core.errors import ContextTooSmall
 from core.messages import content_text, messages_for_model
 from core.prompts import ROUTE_NOTES, ROUTE_QUESTION, SYSTEM_PROMPT
 from core.replies import separate_reasoning, without_reasoning
+from core.server_errors import server_words
 from core.summary import Summary, in_conversation, standalone, summary_text, trusted_replies
 from core.tool_schemas import schema_text
 
@@ -207,9 +208,10 @@ class ContextKeeper:
         try:
             response = await self.bound(choice, self.max_tokens).ainvoke(request)
         except Exception as error:
-            if not is_context_overflow(str(error)):
+            words = server_words(error)
+            if not is_context_overflow(words):
                 raise
-            self.learn_context(str(error))
+            self.learn_context(words)
             made = await self.compact(
                 messages, summary, why="overflow", before=self.estimate(request, messages, summary)
             )
@@ -361,7 +363,7 @@ class ContextKeeper:
                     )
                     return summary_text(separate_reasoning(response), prefix)
                 except Exception as error:
-                    if not is_context_overflow(str(error)):
+                    if not is_context_overflow(server_words(error)):
                         raise
         # The transcript gets what a request may hold, less the instructions and the old
         # summary (no tools are sent with it).

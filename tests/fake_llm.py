@@ -449,7 +449,37 @@ def _chunks(request: dict[str, Any], answer: _Answer) -> Iterator[dict[str, Any]
     yield last
 
 
-def _overflow(flavour: str, prompt: int, context: int) -> tuple[int, dict[str, Any]]:
+# LM Studio's wordings of "the prompt does not fit", as users quote them:
+# - "n_keep": 0.3.x-0.4.x, HTTP 400 `{"error": "<this string>"}`, quoted in full in
+#   Gitlawb/openclaude#353 and anomalyco/opencode#2259;
+# - "keep-first": 0.3.x, "Trying to keep the first N tokens when context the overflows...",
+#   lmstudio-ai/lmstudio-bug-tracker#546 and #237 (a 400 BadRequestError);
+# - "does-not-fit": 0.4.2x, inside a 200 stream's one `event: error` frame,
+#   lmstudio-ai/lmstudio-bug-tracker#2322 ("Input does not fit in context length").
+LMSTUDIO_WORDINGS = ("n_keep", "keep-first", "does-not-fit")
+
+
+def lmstudio_overflow_words(prompt: int, context: int, wording: str = "n_keep") -> str:
+    if wording == "keep-first":
+        return (
+            f"Trying to keep the first {prompt} tokens when context the overflows. However, "
+            f"the model is loaded with context length of only {context} tokens, which is not "
+            "enough. Try to load the model with a larger context length, or provide a "
+            "shorter input"
+        )
+    if wording == "does-not-fit":
+        # #2322 quotes the words, not the numbers; the counts here are the stand-in's.
+        return f"Input does not fit in context length ({prompt} >= {context} tokens)"
+    return (
+        "The number of tokens to keep from the initial prompt is greater than the context "
+        f"length (n_keep: {prompt}>= n_ctx: {context}). Try to load the model with a larger "
+        "context length, or provide a shorter input."
+    )
+
+
+def _overflow(
+    flavour: str, prompt: int, context: int, wording: str = "n_keep"
+) -> tuple[int, dict[str, Any]]:
     """The status and body a real server answers a prompt too long for its context with."""
     if flavour == "llamacpp":
         # tools/server: ERROR_TYPE_EXCEED_CONTEXT_SIZE, with both counts beside the message.
@@ -466,12 +496,7 @@ def _overflow(flavour: str, prompt: int, context: int) -> tuple[int, dict[str, A
         }
         return 400, {"error": error}
     if flavour == "lmstudio":
-        message = (
-            "The number of tokens to keep from the initial prompt is greater than the "
-            f"context length (n_keep: {prompt} >= n_ctx: {context})"
-        )
-        # The shape of LM Studio's `event: error` frame, used for the 400 body as well.
-        return 400, {"error": {"message": message}, "message": message}
+        return 400, {"error": lmstudio_overflow_words(prompt, context, wording)}
     message = (
         f"This model's maximum context length is {context} tokens. However, your messages "
         f"resulted in {prompt} tokens. Please reduce the length of the messages."
@@ -586,10 +611,13 @@ class _Handler(BaseHTTPRequestHandler):
             self._send_json(404, _error_body(message, "invalid_request_error"))
 
     def _refuse(self, request: dict[str, Any], status: int, body: dict[str, Any]) -> None:
-        if self.server.fake.flavour == "lmstudio" and request.get("stream"):
-            # LM Studio opens the stream first and reports the refusal inside it.
+        fake = self.server.fake
+        if fake.flavour == "lmstudio" and request.get("stream") and fake.stream_errors:
+            # LM Studio 0.4.2x opens the stream first and reports the refusal inside it
+            # (lmstudio-bug-tracker#2322), as an OpenAI-style error object.
+            frame = {"error": {"message": body["error"]}}
             self._send_head(200, "text/event-stream", None)
-            self._write_chunk(f"event: error\ndata: {json.dumps(body)}\n\n".encode())
+            self._write_chunk(f"event: error\ndata: {json.dumps(frame)}\n\n".encode())
             self._write_chunk(b"")
         else:
             self._send_json(status, body)
@@ -600,7 +628,10 @@ class _Handler(BaseHTTPRequestHandler):
         if step["status"] is not None:
             message = step["error"] or f"fake_llm: scripted HTTP {step['status']}"
             time.sleep(step["delay"])
-            self._send_json(step["status"], _error_body(message))
+            # LM Studio's errors are `{"error": "<a plain string>"}` (Gitlawb/openclaude#353).
+            lmstudio = self.server.fake.flavour == "lmstudio"
+            body = {"error": message} if lmstudio else _error_body(message)
+            self._send_json(step["status"], body)
             return
         answer = self.server.fake._deliver(request, step, model, prompt, tokens)
         if request.get("stream"):
@@ -684,6 +715,8 @@ class FakeLLM:
         slots: int = 1,
         reasoning_key: str = "reasoning_content",
         props: bool = True,
+        lmstudio_wording: str | None = None,
+        stream_errors: bool = True,
     ) -> None:
         if flavour not in FLAVOURS:
             raise ValueError(f"flavour must be one of {', '.join(FLAVOURS)}, not {flavour!r}")
@@ -696,6 +729,12 @@ class FakeLLM:
         self.context = context
         self.reasoning_key = reasoning_key
         self.props = props
+        if lmstudio_wording is not None and lmstudio_wording not in LMSTUDIO_WORDINGS:
+            raise ValueError(f"lmstudio_wording must be one of {', '.join(LMSTUDIO_WORDINGS)}")
+        # LM Studio's wording of an overflow, and whether a streamed request hears of it in a
+        # 200 stream (0.4.2x) or as a 400 before any stream (0.3.x).
+        self.lmstudio_wording = lmstudio_wording or "n_keep"
+        self.stream_errors = stream_errors
         self.exhausted = 0
         self._port = port
         self._log_path = Path(log_path) if log_path else None
@@ -822,7 +861,7 @@ class FakeLLM:
             context = self._context(model)
         # llama.cpp refuses at `n_tokens >= n_ctx`: the reply needs at least one free cell.
         if context is not None and prompt >= context:
-            return _overflow(self.flavour, prompt, context)
+            return _overflow(self.flavour, prompt, context, self.lmstudio_wording)
         return None
 
     def _deliver(

@@ -110,10 +110,32 @@ def test_sixty_turns_on_a_4096_context_each_reading_2kb_and_a_restart(workspace:
             {"models": [FakeModel("qwen2.5-7b-instruct", state="not-loaded")]},
             ("--model", "qwen2.5-7b-instruct"),
         ),
+        # LM Studio before 0.4.2x refuses with HTTP 400 and `{"error": "<a plain string>"}`
+        # (Gitlawb/openclaude#353 quotes the n_keep wording in full); openai-python's text
+        # for it is only "Error code: 400", the words are in the body.
+        (
+            "lmstudio",
+            {
+                "models": [FakeModel("qwen2.5-7b-instruct", state="not-loaded")],
+                "stream_errors": False,
+            },
+            ("--model", "qwen2.5-7b-instruct"),
+        ),
+        # LM Studio 0.3's wording, also a plain string (lmstudio-bug-tracker#546, #237).
+        (
+            "lmstudio",
+            {
+                "models": [FakeModel("qwen2.5-7b-instruct", state="not-loaded")],
+                "stream_errors": False,
+                "lmstudio_wording": "keep-first",
+            },
+            ("--model", "qwen2.5-7b-instruct"),
+        ),
         # A llama-server behind a proxy that does not pass /props on: nothing says its
         # context, and the person's guess is too large. It refuses with a 400.
         ("llamacpp", {"props": False}, ()),
     ],
+    ids=["lmstudio-stream", "lmstudio-400-n_keep", "lmstudio-400-keep-first", "llamacpp-400"],
 )
 def test_an_overflow_answer_mid_thread_compacts_once_and_the_turn_completes(
     workspace: Workspace, flavour: str, server: dict, flags: tuple[str, ...]

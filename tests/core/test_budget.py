@@ -29,7 +29,8 @@ from core.budget import (
     summary_prompt,
     transcript,
 )
-from fake_llm import FakeLLM
+from core.server_errors import one_line, server_words
+from fake_llm import FakeLLM, reply
 
 # -- estimates and the budget -------------------------------------------------------------
 
@@ -300,8 +301,62 @@ def test_the_stand_ins_refusals_reach_the_client_as_overflows(
         with pytest.raises(openai.APIError) as caught:
             model.invoke("please read all of these files " * 20)
         prompt = llm.prompt_tokens(llm.requests[0])
-    assert is_context_overflow(str(caught.value))
-    assert overflow_sizes(str(caught.value)) == (prompt, 64)
+    words = server_words(caught.value)
+    assert is_context_overflow(words)
+    assert overflow_sizes(words) == (prompt, 64)
+
+
+# LM Studio answers an overflow with HTTP 400 and `{"error": "<a plain string>"}`:
+# Gitlawb/openclaude#353 quotes `400 {"error":"The number of tokens to keep from the initial
+# prompt is greater than the context length (n_keep: 13055>= n_ctx: 4096)..."}`; 0.3.x said
+# "Trying to keep the first N tokens when context the overflows" (lmstudio-bug-tracker#546).
+# openai-python puts only a dict error's message in the exception text, so the text is
+# "Error code: 400" and the words are in error.body (openai/_base_client.py).
+@pytest.mark.parametrize("wording", ["n_keep", "keep-first"])
+def test_lm_studios_plain_string_overflow_is_read_from_the_body(wording: str) -> None:
+    with FakeLLM(
+        [], flavour="lmstudio", context=64, lmstudio_wording=wording, stream_errors=False
+    ) as llm:
+        model = ChatOpenAI(
+            base_url=llm.base_url,
+            api_key="x",
+            model="fake-model",
+            streaming=True,
+            max_retries=0,
+            timeout=5,
+        )
+        with pytest.raises(openai.APIStatusError) as caught:
+            model.invoke("please read all of these files " * 20)
+        prompt = llm.prompt_tokens(llm.requests[0])
+    assert caught.value.status_code == 400
+    assert not is_context_overflow(str(caught.value))  # the client's text says nothing
+    assert is_context_overflow(server_words(caught.value))
+    assert overflow_sizes(server_words(caught.value)) == (prompt, 64)
+
+
+def test_a_servers_own_words_for_a_crash_are_read_from_the_body() -> None:
+    """LM Studio's 500 carries its reason as a plain string, like its 400s."""
+    crash = reply(status=500, error="Model crashed unexpectedly")
+    with FakeLLM([crash], flavour="lmstudio") as llm:
+        model = ChatOpenAI(
+            base_url=llm.base_url,
+            api_key="x",
+            model="fake-model",
+            streaming=True,
+            max_retries=0,
+            timeout=5,
+        )
+        with pytest.raises(openai.APIStatusError) as caught:
+            model.invoke("hello")
+    assert str(caught.value) == "Error code: 500"
+    assert server_words(caught.value) == "Model crashed unexpectedly"
+    assert not is_context_overflow(server_words(caught.value))
+
+
+def test_one_line_flattens_and_cuts_visibly() -> None:
+    assert one_line("a\n  b\tc") == "a b c"
+    cut = one_line("word " * 100, limit=20)
+    assert len(cut) == 20 and cut.endswith("…")
 
 
 # -- reasoning and the summary ----------------------------------------------------------------
