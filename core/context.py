@@ -62,6 +62,7 @@ from core.prompts import ROUTE_NOTES, ROUTE_QUESTION, SYSTEM_PROMPT
 from core.replies import separate_reasoning, without_reasoning
 from core.server_errors import server_words
 from core.summary import Summary, in_conversation, standalone, summary_text, trusted_replies
+from core.text_calls import read_text_calls
 from core.tool_schemas import schema_text
 
 ROUTE_KEY = "fsagent_route"  # a person's message's additional_kwargs: the route it was given
@@ -97,8 +98,12 @@ class ContextKeeper:
         budget: Budget | None,
         max_tokens: int | None = None,
         system_prompt: str = SYSTEM_PROMPT,
+        text_calls: bool = True,
     ) -> None:
         self.model = model
+        # Read tool calls a model wrote as text into real ones (core.text_calls).
+        self.text_calls = text_calls
+        self.tool_names = frozenset(tool_name(schema) for schema in tools)
         self.tools = tools
         self.budget = budget
         self._max_tokens = max_tokens
@@ -223,7 +228,10 @@ class ContextKeeper:
                 on_compacted(made)
             request = self.fitting_request(messages, summary, question)
             response = await self.bound(choice, self.max_tokens).ainvoke(request)
-        return Sent(separate_reasoning(response), compacted)
+        reply = separate_reasoning(response)
+        if self.text_calls and not route_question:
+            reply = read_text_calls(reply, self.tool_names)
+        return Sent(reply, compacted)
 
     def fitting_request(
         self, messages: Sequence[AnyMessage], summary: Summary | None, question: str | None
@@ -373,6 +381,11 @@ class ContextKeeper:
         model = self.model().bind(max_tokens=SUMMARY_TOKENS)
         response = await model.ainvoke(request, config={"tags": [TAG_NOSTREAM]})
         return summary_text(separate_reasoning(response), prefix)
+
+
+def tool_name(schema: dict[str, Any]) -> str:
+    function = schema.get("function")
+    return str(function.get("name") if isinstance(function, dict) else schema.get("name"))
 
 
 def announce_compaction(summary: Summary) -> None:

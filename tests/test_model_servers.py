@@ -38,6 +38,139 @@ def test_llama_cpps_reason_is_shown_too(workspace: Workspace):
         result = workspace.run(llm.base_url, "hello\n")
         url = llm.base_url
 
-    assert f"error: LM Studio at {url} answered 500: failed to decode the batch" in (
+    assert f"error: LM Studio at {url} answered 500: failed to decode the batch" in (result.stdout)
+
+
+# -- tool calls written as text ----------------------------------------------------------------
+
+WRITE = {"path": "hello.txt", "content": "hello"}
+
+TEXT_CALLS = {
+    # Hermes and Qwen templates: the call inside <tool_call> tags (Qwen's own function-calling
+    # docs; e.g. ollama/ollama and vllm threads where the parser missed the tags).
+    "tagged": '<tool_call>\n{"name": "write_file", "arguments": '
+    + json.dumps(WRITE)
+    + "}\n</tool_call>",
+    # Llama 3.x's JSON tool format: a bare object with "parameters".
+    "bare": '{"name": "write_file", "parameters": ' + json.dumps(WRITE) + "}",
+    # A fenced block holding one, after a line of prose.
+    "fenced": "I will write the file.\n```json\n"
+    + json.dumps({"name": "write_file", "arguments": WRITE})
+    + "\n```",
+}
+
+
+def events_of(path) -> list[dict]:
+    return [json.loads(line) for line in path.read_text().splitlines()]
+
+
+@pytest.mark.parametrize("form", TEXT_CALLS)
+def test_a_call_written_as_text_is_reviewed_and_runs_after_approval(
+    workspace: Workspace, form: str
+):
+    transcript = workspace.root.parent / "t.jsonl"
+    script = [text(TEXT_CALLS[form]), text("Created hello.txt.")]
+    with FakeLLM(script, auto_route="filesystem") as llm:
+        result = workspace.run(
+            llm.base_url, "create hello.txt\ny\n", "--transcript", str(transcript)
+        )
+        requests = llm.requests_with_tools()
+
+    assert result.returncode == 0, result.stderr
+    assert (workspace.root / "hello.txt").read_text() == "hello"
+    assert "⚠ Approval needed. The agent wants to run:" in result.stdout
+    assert "→ write_file(path='hello.txt', content='hello')  (read from the model's text" in (
         result.stdout
     )
+    assert "agent> Created hello.txt." in result.stdout
+    # The raw text is not shown as the answer.
+    assert '"name": "write_file"' not in result.stdout
+    assert "<tool_call>" not in result.stdout
+    # The call is answered with a tool message, and sent back as a real call.
+    [answer] = tool_messages(requests[1])
+    assert '"new_sha256"' in answer["content"]
+    [assistant] = [m for m in requests[1]["messages"] if m.get("tool_calls")]
+    assert assistant["tool_calls"][0]["function"]["name"] == "write_file"
+    assert "<tool_call>" not in (assistant.get("content") or "")
+    # The transcript says the call was read from text, and counts it.
+    [called] = [e for e in events_of(transcript) if e["event"] == "tool_call"]
+    assert called["from_text"] and called["text_calls"] == 1
+
+
+def test_json_in_the_middle_of_prose_is_left_alone(workspace: Workspace):
+    prose = (
+        'A call looks like {"name": "write_file", "arguments": {"path": "x.txt"}} in the '
+        "docs; I did not make one."
+    )
+    with FakeLLM([text(prose)], auto_route="filesystem") as llm:
+        result = workspace.run(llm.base_url, "how does a call look?\n")
+        asked = len(llm.requests_with_tools())
+
+    assert result.returncode == 0, result.stderr
+    assert f"agent> {prose}" in result.stdout
+    assert "Approval needed" not in result.stdout
+    assert asked == 1
+    assert not (workspace.root / "x.txt").exists()
+
+
+def test_a_text_call_naming_a_tool_we_did_not_offer_is_left_as_text(workspace: Workspace):
+    said = '{"name": "launch_rockets", "parameters": {"count": 3}}'
+    with FakeLLM([text(said)], auto_route="filesystem") as llm:
+        result = workspace.run(llm.base_url, "go\n")
+
+    assert f"agent> {said}" in result.stdout
+    assert "Approval needed" not in result.stdout
+
+
+def test_no_text_calls_shows_the_text_and_runs_nothing(workspace: Workspace):
+    with FakeLLM([text(TEXT_CALLS["tagged"])], auto_route="filesystem") as llm:
+        result = workspace.run(llm.base_url, "create hello.txt\ny\n", "--no-text-calls")
+
+    assert result.returncode == 0, result.stderr
+    assert "<tool_call>" in result.stdout
+    assert "Approval needed" not in result.stdout
+    assert not (workspace.root / "hello.txt").exists()
+
+
+# -- reasoning with no opening tag ---------------------------------------------------------------
+
+# DeepSeek-R1 distills and Qwen3 "Thinking-2507" open the think block in their chat template,
+# so the reply holds only `</think>` (Qwen's docs, quoted in
+# Cerebras/cerebras-cloud-sdk-python#10; vllm-project/vllm#31045 shows the raw content).
+BARE_THINK = [
+    text("general"),
+    text("Okay, the user greets me. I should greet them back.\n</think>\n\nHello there."),
+    text("general"),
+    text("They say thanks. A short reply.</think>You're welcome."),
+]
+
+
+def test_a_bare_close_think_is_hidden_with_hide_reasoning(workspace: Workspace):
+    transcript = workspace.root.parent / "t.jsonl"
+    with FakeLLM(BARE_THINK) as llm:
+        result = workspace.run(
+            llm.base_url, "hi\nthanks\n", "--hide-reasoning", "--transcript", str(transcript)
+        )
+        sent = json.dumps(llm.requests)
+
+    assert result.returncode == 0, result.stderr
+    assert "agent> Hello there." in result.stdout
+    assert "agent> You're welcome." in result.stdout
+    assert "greet them back" not in result.stdout and "A short reply" not in result.stdout
+    assert "</think>" not in result.stdout
+    answers = [e["text"] for e in events_of(transcript) if e["event"] == "answer"]
+    assert answers == ["Hello there.", "You're welcome."]
+    # The stored message is the answer only: later requests never send the reasoning back.
+    assert "greet them back" not in sent
+
+
+def test_a_bare_close_think_is_shown_apart_from_the_answer(workspace: Workspace):
+    with FakeLLM(BARE_THINK) as llm:
+        result = workspace.run(llm.base_url, "hi\nthanks\n")
+
+    out = result.stdout
+    assert result.returncode == 0, result.stderr
+    thought = out.find("thinking> Okay, the user greets me.")
+    assert 0 <= thought < out.find("agent> Hello there.")
+    assert "agent> Okay" not in out and "</think>" not in out
+    assert 0 <= out.find("thinking> They say thanks.") < out.find("agent> You're welcome.")

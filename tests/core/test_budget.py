@@ -25,10 +25,10 @@ from core.budget import (
     overflow_sizes,
     pending_call_index,
     plan_compaction,
-    split_reasoning,
     summary_prompt,
     transcript,
 )
+from core.reasoning import split_reasoning
 from core.server_errors import one_line, server_words
 from fake_llm import FakeLLM, reply
 

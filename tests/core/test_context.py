@@ -14,7 +14,8 @@ from core.budget import SUMMARY_PREFIX, Budget
 from core.chat_model import make_chat_model
 from core.context import ROUTE_KEY, ContextKeeper
 from core.prompts import ROUTE_NOTES, SYSTEM_PROMPT
-from core.replies import REASONING_KEY, ThinkSplitter, mark_cut, separate_reasoning
+from core.reasoning import ThinkSplitter
+from core.replies import REASONING_KEY, mark_cut, separate_reasoning
 from core.server_process import start_server, stop_server
 from core.summary import Summary
 from core.tool_groups import ALLOWED_TOOLS
