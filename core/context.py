@@ -73,6 +73,10 @@ COMPACTED = "compacted"  # the custom stream event of a compaction
 # high only compacts a little early until the server's first count replaces the estimate.
 SCHEMA_CHARS_PER_TOKEN = 2
 
+# The router's reply limit: its one word, with room for a "Route:" or a trailing period. The
+# route is read from whatever came back, cut or not (agent_graph.parse_route).
+ROUTE_MAX_TOKENS = 8
+
 
 @dataclass(frozen=True)
 class Sent:
@@ -200,6 +204,9 @@ class ContextKeeper:
         compaction as soon as it is made, before the request is sent."""
         question = ROUTE_QUESTION if route_question else None
         choice = "none" if route_question else "auto"
+        # The router needs one word: a small model given the agent's reply limit answered
+        # the whole request there, before the agent's request answered it again.
+        limit = ROUTE_MAX_TOKENS if route_question else None
         compacted: Summary | None = None
         request = self.request(messages, summary, question=question)
         tokens = self.estimate(request, messages, summary)
@@ -211,7 +218,7 @@ class ContextKeeper:
                     on_compacted(made)
         request = self.fitting_request(messages, summary, question)
         try:
-            response = await self.bound(choice, self.max_tokens).ainvoke(request)
+            response = await self.bound(choice, limit or self.max_tokens).ainvoke(request)
         except Exception as error:
             words = server_words(error)
             if not is_context_overflow(words):
@@ -227,7 +234,7 @@ class ContextKeeper:
             if on_compacted is not None:
                 on_compacted(made)
             request = self.fitting_request(messages, summary, question)
-            response = await self.bound(choice, self.max_tokens).ainvoke(request)
+            response = await self.bound(choice, limit or self.max_tokens).ainvoke(request)
         reply = separate_reasoning(response)
         if self.text_calls and not route_question:
             reply = read_text_calls(reply, self.tool_names)

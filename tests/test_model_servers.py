@@ -174,3 +174,21 @@ def test_a_bare_close_think_is_shown_apart_from_the_answer(workspace: Workspace)
     assert 0 <= thought < out.find("agent> Hello there.")
     assert "agent> Okay" not in out and "</think>" not in out
     assert 0 <= out.find("thinking> They say thanks.") < out.find("agent> You're welcome.")
+
+
+# -- the router's one word -----------------------------------------------------------------------
+
+
+def test_the_router_asks_for_a_handful_of_tokens_and_reads_a_cut_reply(workspace: Workspace):
+    # A small model answers the router's question at length; the stand-in cuts it at the
+    # request's max_tokens with finish_reason "length", as llama.cpp and LM Studio do.
+    chatty = text("filesystem, because the person names a file and wants it written down now")
+    with FakeLLM([chatty, text("Done.")], flavour="llamacpp", context=4096) as llm:
+        result = workspace.run(llm.base_url, "note this in todo.md\n")
+        router, agent = llm.requests
+
+    assert result.returncode == 0, result.stderr
+    assert router["max_tokens"] == 8
+    assert agent["max_tokens"] == 1024  # the agent's own limit is unchanged
+    assert "⇢ route: filesystem" in result.stdout
+    assert "agent> Done." in result.stdout
