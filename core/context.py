@@ -351,6 +351,17 @@ class ContextKeeper:
             why=why,
         )
         after = self.estimate(self.request(messages, made), messages, made)
+        if after >= before:
+            # The model's summary is longer than the turns it stands for: cut it to what
+            # leaves the request smaller than before, or say only that turns were left out.
+            room = before - (after - estimate_text(text)) - 1
+            text = shrunk_summary(text, room)
+            if text is None:
+                return None
+            made = Summary(**{**asdict(made), "text": text})
+            after = self.estimate(self.request(messages, made), messages, made)
+            if after >= before:
+                return None
         return Summary(**{**asdict(made), "after": after})
 
     async def summarise(
@@ -388,6 +399,21 @@ class ContextKeeper:
         model = self.model().bind(max_tokens=SUMMARY_TOKENS)
         response = await model.ainvoke(request, config={"tags": [TAG_NOSTREAM]})
         return summary_text(separate_reasoning(response), prefix)
+
+
+LEFT_OUT = "(Earlier turns were left out to fit the model's context; no summary of them fits.)"
+
+
+def shrunk_summary(text: str, room: int) -> str | None:
+    """The summary cut to about `room` tokens at a word, marked as cut; the short note that
+    turns were left out when not even a few sentences fit; None when nothing fits."""
+    if room < estimate_text(LEFT_OUT):
+        return None
+    if room < 40:
+        return LEFT_OUT
+    keep = (room - 2) * CHARS_PER_TOKEN
+    cut = text[:keep].rsplit(" ", 1)[0].rstrip()
+    return f"{cut} […]"
 
 
 def tool_name(schema: dict[str, Any]) -> str:

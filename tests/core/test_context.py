@@ -211,3 +211,40 @@ def test_the_server_count_is_trusted_over_the_estimate() -> None:
     # A reply counted before the summary was written counts a request that is gone.
     summary = Summary("s", 0, (), 3, 1, 0, 3, 0, 0, "budget")
     assert keep.estimate(request, history, summary) < 200
+
+
+def long_winded_model(text: str) -> object:
+    """A model whose summaries run past what they stand for (langchain's own fake chat model:
+    it ignores max_tokens, as a server that does not honour it would)."""
+    from langchain_core.language_models.fake_chat_models import GenericFakeChatModel
+
+    return GenericFakeChatModel(messages=iter([AIMessage(text)] * 4))
+
+
+def short_turns(count: int) -> list[BaseMessage]:
+    history: list[BaseMessage] = []
+    for n in range(count):
+        history += [HumanMessage(f"hi {n}", id=f"h{n}"), AIMessage(f"hello {n}", id=f"a{n}")]
+    return [*history, HumanMessage("and now?", id="last")]
+
+
+def test_a_summary_longer_than_its_turns_is_cut_so_the_request_shrinks() -> None:
+    # On a real llama.cpp run, 8 of 62 compactions grew the request they were meant to
+    # shrink (issue 21: turn 8, ~2,370 -> ~2,592 tokens).
+    history = short_turns(30)
+    keep = keeper(Budget(2048, 256), long_winded_model("the person said hi again. " * 200))
+    before = keep.estimate(keep.request(history, None), history, None)
+    made = asyncio.run(keep.compact(history, None, why="overflow", before=before, target=0))
+    assert made is not None
+    assert made.after < before
+    assert made.text.endswith("[…]")
+    after = keep.estimate(keep.request(history, made), history, made)
+    assert after == made.after < before
+
+
+def test_a_summary_that_cannot_shrink_the_request_is_dropped() -> None:
+    history = short_turns(2)  # fewer tokens than even a few words of summary
+    keep = keeper(Budget(2048, 256), long_winded_model("the person said hi again. " * 200))
+    before = keep.estimate(keep.request(history, None), history, None)
+    made = asyncio.run(keep.compact(history, None, why="overflow", before=before, target=0))
+    assert made is None
