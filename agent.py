@@ -401,7 +401,7 @@ def settings_from_args(args: argparse.Namespace) -> Settings:
     if context_length is None:
         context_length, context_flag = context_from_env(), "FSAGENT_CONTEXT_LENGTH"
     return Settings(
-        base_url=args.base_url.rstrip("/"),
+        base_url=api_base_url(args.base_url),
         model=args.model,
         roots=tuple(Path(root).expanduser() for root in (args.root or [Path.cwd()])),
         db=normalise(args.db),
@@ -421,6 +421,17 @@ def settings_from_args(args: argparse.Namespace) -> Settings:
         hide_reasoning=args.hide_reasoning,
         text_calls=not args.no_text_calls,
     )
+
+
+def api_base_url(given: str) -> str:
+    """The OpenAI-compatible base a server answers at: a bare host and port
+    (`http://localhost:11434`, as Ollama's docs give it) gets `/v1`, where LM Studio,
+    llama.cpp and Ollama all serve chat completions."""
+    url = given.strip().rstrip("/")
+    scheme, sep, rest = url.partition("://")
+    if sep and "/" not in rest:
+        return f"{url}/v1"
+    return url
 
 
 # --- running -----------------------------------------------------------------------------------

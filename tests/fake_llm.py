@@ -84,7 +84,7 @@ Reply = dict[str, Any]
 Step = Reply | Callable[[dict[str, Any]], Reply]
 Script = Sequence[Step] | Callable[[dict[str, Any]], Reply]
 
-FLAVOURS = ("openai", "lmstudio", "llamacpp")
+FLAVOURS = ("openai", "lmstudio", "llamacpp", "ollama")
 
 # A GET route's answer (status, JSON body), or None for a path the server does not serve.
 _Got = tuple[int, dict[str, Any]] | None
@@ -576,6 +576,13 @@ class _Handler(BaseHTTPRequestHandler):
 
     def do_POST(self) -> None:
         raw = self.rfile.read(int(self.headers.get("Content-Length") or 0))
+        if self.server.fake.flavour == "ollama" and self.path.rstrip("/") == "/api/show":
+            shown = self.server.fake._ollama_show(raw)
+            if shown is None:
+                self._send_json(404, {"error": "model not found"})
+            else:
+                self._send_json(200, shown)
+            return
         if self.path.rstrip("/") != "/v1/chat/completions":
             self._no_route("POST")
             return
@@ -603,6 +610,9 @@ class _Handler(BaseHTTPRequestHandler):
             # LM Studio answers every path it does not serve with 200 and this body.
             body = {"error": f"Unexpected endpoint or method. ({method} {self.path})"}
             self._send_json(200, body)
+        elif self.server.fake.flavour == "ollama":
+            # Ollama's router (gin) answers an unknown path with a plain-text 404.
+            self._send_json(404, b"404 page not found")
         elif self.server.fake.flavour == "llamacpp":
             error = {"code": 404, "message": "File Not Found", "type": "not_found_error"}
             self._send_json(404, {"error": error})
@@ -735,6 +745,7 @@ class FakeLLM:
         # 200 stream (0.4.2x) or as a 400 before any stream (0.3.x).
         self.lmstudio_wording = lmstudio_wording or "n_keep"
         self.stream_errors = stream_errors
+        self.truncated: list[tuple[int, int]] = []  # Ollama: (prompt tokens, kept), silently
         self.exhausted = 0
         self._port = port
         self._log_path = Path(log_path) if log_path else None
@@ -856,11 +867,17 @@ class FakeLLM:
                 with self._log_path.open("a", encoding="utf-8") as log:
                     log.write(json.dumps(request) + "\n")
             model = self._serving(request.get("model"))
-            if self.flavour == "lmstudio" and model.is_chat:
-                self._loaded[model.id] = True  # LM Studio loads a model on first request
+            if self.flavour in ("lmstudio", "ollama") and model.is_chat:
+                self._loaded[model.id] = True  # both load a model on its first request
             context = self._context(model)
         # llama.cpp refuses at `n_tokens >= n_ctx`: the reply needs at least one free cell.
         if context is not None and prompt >= context:
+            if self.flavour == "ollama":
+                # Ollama never refuses: it drops the front of the prompt and answers 200
+                # (ollama/ollama#3839, #17427: what is kept is num_ctx/2 + 2 tokens).
+                with self._lock:
+                    self.truncated.append((prompt, context // 2 + 2))
+                return None
             return _overflow(self.flavour, prompt, context, self.lmstudio_wording)
         return None
 
@@ -873,8 +890,12 @@ class FakeLLM:
         limits = [n for n in (_limit_of(request),) if n is not None]
         if context is not None:
             limits.append(context - len(tokens))  # generation stops at the end of the context
-        generation = _generate(step, min(limits) if limits else None)
         prompt = len(tokens)
+        if self.flavour == "ollama" and context is not None and prompt >= context:
+            prompt = context // 2 + 2  # what was kept of it, and all usage will say
+            tokens = tokens[-prompt:]
+            limits[-1] = context - prompt
+        generation = _generate(step, min(limits) if limits else None)
         with self._lock:
             slot = self._slot_for(request, tokens)
             cached = _common_prefix(self._slots[slot], tokens)
@@ -912,6 +933,8 @@ class FakeLLM:
             return self._lmstudio_get(path, loaded)
         if self.flavour == "llamacpp":
             return self._llamacpp_get(path)
+        if self.flavour == "ollama":
+            return self._ollama_get(path, loaded)
         if path == "/v1/models":
             data = [{"id": m, "object": "model", "owned_by": "fake"} for m in self.models]
             return 200, {"object": "list", "data": data}
@@ -979,6 +1002,61 @@ class FakeLLM:
             }
             entry["description"] = None
         return entry
+
+    def _ollama_get(self, path: str, loaded: dict[str, bool]) -> _Got:
+        """Ollama's answers (docs.ollama.com/api): `/api/version`, `/api/ps` with each loaded
+        model's allocated `context_length`, `/api/tags`, and its OpenAI list."""
+        if path == "/api/version":
+            return 200, {"version": "0.12.3"}
+        if path == "/v1/models":
+            data = [
+                {"id": m.id, "object": "model", "created": 1_700_000_000, "owned_by": "library"}
+                for m in self.catalogue
+            ]
+            return 200, {"object": "list", "data": data}
+        if path == "/api/ps":
+            running = [
+                {
+                    "name": m.id,
+                    "model": m.id,
+                    "size": 6_591_830_464,
+                    "digest": "a2af6cc3eb7f",
+                    "details": {
+                        "format": "gguf",
+                        "family": m.arch,
+                        "parameter_size": "4.3B",
+                        "quantization_level": m.quantization,
+                    },
+                    "expires_at": "2026-12-01T12:00:00Z",
+                    "size_vram": 6_591_830_464,
+                    "context_length": self._context(m),
+                }
+                for m in self.catalogue
+                if loaded.get(m.id)
+            ]
+            return 200, {"models": running}
+        if path == "/api/tags":
+            return 200, {"models": [{"name": m.id, "model": m.id} for m in self.catalogue]}
+        return None
+
+    def _ollama_show(self, raw: bytes) -> dict[str, Any] | None:
+        """POST /api/show: the model's Modelfile parameters (num_ctx if it sets one) and its
+        trained maximum in model_info (`<arch>.context_length`)."""
+        try:
+            name = json.loads(raw).get("model") or json.loads(raw).get("name")
+        except (ValueError, AttributeError):
+            return None
+        model = next((m for m in self.catalogue if m.id == name), None)
+        if model is None:
+            return None
+        parameters = 'stop "<|im_end|>"\ntemperature 0.6'
+        if model.context:
+            parameters = f"num_ctx {model.context}\n{parameters}"
+        return {
+            "parameters": parameters,
+            "details": {"format": "gguf", "family": model.arch},
+            "model_info": {f"{model.arch}.context_length": model.max_context},
+        }
 
     def _llamacpp_get(self, path: str) -> _Got:
         # llama-server serves one model: the first loaded chat model of the catalogue.

@@ -192,3 +192,45 @@ def test_the_router_asks_for_a_handful_of_tokens_and_reads_a_cut_reply(workspace
     assert agent["max_tokens"] == 1024  # the agent's own limit is unchanged
     assert "⇢ route: filesystem" in result.stdout
     assert "agent> Done." in result.stdout
+
+
+# -- Ollama ---------------------------------------------------------------------------------------
+
+
+def test_ollama_is_detected_and_its_loaded_context_budgets_every_request(workspace: Workspace):
+    # Ollama cuts an over-long prompt silently and answers 200 (ollama/ollama#3839; #17427
+    # measured what is kept: num_ctx/2 + 2 tokens), so no overflow answer will ever come:
+    # the budget must know the context. /api/ps says the allocated context_length of each
+    # loaded model (docs.ollama.com/api/ps). Ollama's docs give its URL without /v1.
+    from test_long_threads import prompts, write_notes
+
+    from local_model import LocalModel
+
+    write_notes(workspace.root, 12)
+    model = LocalModel()
+    with FakeLLM(model, models=["qwen3:4b"], flavour="ollama", context=4096) as llm:
+        bare = llm.base_url.removesuffix("/v1")
+        result = workspace.run(bare, prompts(range(12)), "--verbose", timeout=600)
+        requests, stats, truncated = llm.requests, llm.cache_stats, llm.truncated
+
+    assert result.returncode == 0, result.stderr
+    assert "model qwen3:4b, context 4096 (from Ollama /api/ps)" in result.stdout
+    answers = [line for line in result.stdout.splitlines() if line.startswith("agent> ")]
+    assert answers == [f"agent> Read note{n:02}.md." for n in range(12)]
+    assert truncated == []  # nothing was ever cut by the server
+    for request, stat in zip(requests, stats, strict=True):
+        assert stat.prompt_tokens + request["max_tokens"] <= 4096
+    assert "⇣ compacted" in result.stdout
+
+
+def test_ollama_model_not_loaded_is_budgeted_to_its_modelfile_num_ctx(workspace: Workspace):
+    # /api/show's "parameters" holds the Modelfile's `num_ctx N` when it sets one.
+    from fake_llm import FakeModel
+
+    models = [FakeModel("llama3.2:3b", state="not-loaded", context=8192)]
+    with FakeLLM([text("general"), text("Hi.")], models=models, flavour="ollama") as llm:
+        result = workspace.run(llm.base_url, "hello\n", "--verbose")
+
+    assert result.returncode == 0, result.stderr
+    assert "model llama3.2:3b, context 8192 (from Ollama /api/show num_ctx)" in result.stdout
+    assert "agent> Hi." in result.stdout
