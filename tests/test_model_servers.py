@@ -46,17 +46,17 @@ def test_llama_cpps_reason_is_shown_too(workspace: Workspace):
 WRITE = {"path": "hello.txt", "content": "hello"}
 
 TEXT_CALLS = {
-    # Hermes and Qwen templates: the call inside <tool_call> tags (Qwen's own function-calling
-    # docs; e.g. ollama/ollama and vllm threads where the parser missed the tags).
-    "tagged": '<tool_call>\n{"name": "write_file", "arguments": '
-    + json.dumps(WRITE)
-    + "}\n</tool_call>",
-    # Llama 3.x's JSON tool format: a bare object with "parameters".
-    "bare": '{"name": "write_file", "parameters": ' + json.dumps(WRITE) + "}",
-    # A fenced block holding one, after a line of prose.
-    "fenced": "I will write the file.\n```json\n"
+    # Qwen3 through LM Studio when its parser misses the call: the content is exactly
+    # `<think>\n\n</think>\n\n<tool_call>\n{"name": ..., "arguments": {...}}\n</tool_call>`
+    # (lmstudio-ai/lmstudio-bug-tracker#825, qwen/qwen3-4b).
+    "tagged": "<think>\n\n</think>\n\n<tool_call>\n"
     + json.dumps({"name": "write_file", "arguments": WRITE})
-    + "\n```",
+    + "\n</tool_call>",
+    # Llama 3.1/3.2's own template asks for a bare {"name", "parameters"} object
+    # (raullenchai/Rapid-MLX#700: `{"name": "web_search", "parameters": {...}}` as content).
+    "bare": json.dumps({"name": "write_file", "parameters": WRITE}),
+    # llama3.2:3b through Ollama wraps it in a fenced json block (ollama/ollama#13519).
+    "fenced": "```json\n" + json.dumps({"name": "write_file", "parameters": WRITE}) + "\n```",
 }
 
 
