@@ -40,7 +40,9 @@ from core.reasoning import split_reasoning
 CHARS_PER_TOKEN = 3
 MESSAGE_OVERHEAD = 4
 
-DEFAULT_THRESHOLD = 0.75
+# Compact only near the limit: on a 4096 context the fixed part is a third of it, and each
+# compaction costs a generation (the summary), so an early mark compacted every turn.
+DEFAULT_THRESHOLD = 0.9
 MAX_REPLY_TOKENS = 1024
 SUMMARY_TOKENS = 300  # room kept for the summary; also the summary request's max_tokens
 

@@ -64,8 +64,10 @@ def test_default_max_tokens_fits_the_context() -> None:
 def test_budget_arithmetic() -> None:
     budget = Budget.for_context(4096)
     assert budget.max_tokens == 1024 and budget.prompt_limit == 3072
-    assert budget.compact_at == 2304
-    assert budget.needs_compaction(2305) and not budget.needs_compaction(2304)
+    # Past nine tenths of the prompt limit (issue 21: at three quarters, a 4096 context with
+    # a 2 KB file a turn compacted at every turn).
+    assert budget.compact_at == 2764
+    assert budget.needs_compaction(2765) and not budget.needs_compaction(2764)
     with pytest.raises(ValueError, match="no room for a prompt"):
         Budget(2048, 2048)
     with pytest.raises(ValueError, match="share"):
