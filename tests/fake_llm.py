@@ -30,6 +30,12 @@ Flavours (`flavour=`) copy what each real server says besides chat completions:
   `/v1/models` with `meta.n_ctx_train`, `/health`; a `timings` object on every answer.
   `props=False` leaves `/props` out, as a proxy in front of llama-server (llama-swap) or an
   old build does: then nothing says the context it runs with.
+- "ollama": Ollama (docs.ollama.com/api). `/api/version`, `/api/ps` (each loaded model with
+  its allocated `context_length`), `/api/tags`, `POST /api/show` (a Modelfile's `num_ctx`
+  when the model sets a context, and `model_info.<arch>.context_length`), a plain-text 404
+  elsewhere. It never refuses a prompt too long: it keeps its last `num_ctx/2 + 2` tokens,
+  answers 200 and says so only in its usage (ollama/ollama#3839, #17427); `llm.truncated`
+  lists each (prompt, kept).
 
 The catalogue (`models=`) takes plain ids or `FakeModel(id, type=, state=, context=)`.
 
@@ -43,9 +49,12 @@ counts: about 4 characters a token for prose, fewer for JSON. `llm.prompt_tokens
 gives the count; `usage` in answers comes from the same tokenizer.
 
 - `context=N` (or per model): a prompt of N tokens or more is refused in the server's own
-  words: llama.cpp's 400 `exceed_context_size_error`, LM Studio's `n_keep >= n_ctx` (a 400
-  body, or when streaming a 200 stream whose one event is `event: error`), OpenAI's 400
-  `context_length_exceeded`. A refused request consumes no script step. A reply that would
+  words: llama.cpp's 400 `exceed_context_size_error`; LM Studio's 400 `{"error": "<a plain
+  string>"}` (`lmstudio_wording=` "n_keep" or "keep-first", see LMSTUDIO_WORDINGS), or when
+  streaming, LM Studio 0.4.2x's 200 stream whose one event is `event: error`
+  (`stream_errors=False` gives the 400 to a streamed request too); OpenAI's 400
+  `context_length_exceeded`. LM Studio's scripted errors (`reply(status=500, error=...)`)
+  are plain strings too. A refused request consumes no script step. A reply that would
   run past the context is cut there, as a real server stops generating.
 - `max_tokens` / `max_completion_tokens` in the request cut a reply at that many tokens with
   `finish_reason: "length"`; `reply(loop="I will read the file. ")` repeats that sentence
