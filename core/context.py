@@ -73,9 +73,9 @@ COMPACTED = "compacted"  # the custom stream event of a compaction
 # high only compacts a little early until the server's first count replaces the estimate.
 SCHEMA_CHARS_PER_TOKEN = 2
 
-# The router's reply limit: its one word, with room for a "Route:" or a trailing period. The
-# route is read from whatever came back, cut or not (agent_graph.parse_route).
-ROUTE_MAX_TOKENS = 8
+# The router's reply limit: its one word, with room for a line of a reasoning model's
+# thought. The route is read from whatever came back, cut or not (agent_graph.parse_route).
+ROUTE_MAX_TOKENS = 32
 
 
 @dataclass(frozen=True)

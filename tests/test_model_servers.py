@@ -182,13 +182,16 @@ def test_a_bare_close_think_is_shown_apart_from_the_answer(workspace: Workspace)
 def test_the_router_asks_for_a_handful_of_tokens_and_reads_a_cut_reply(workspace: Workspace):
     # A small model answers the router's question at length; the stand-in cuts it at the
     # request's max_tokens with finish_reason "length", as llama.cpp and LM Studio do.
-    chatty = text("filesystem, because the person names a file and wants it written down now")
+    chatty = text(
+        "filesystem, because the person names a file and wants it written down now, and "
+        "then I will explain at length why each of the other kinds does not fit this case"
+    )
     with FakeLLM([chatty, text("Done.")], flavour="llamacpp", context=4096) as llm:
         result = workspace.run(llm.base_url, "note this in todo.md\n")
         router, agent = llm.requests
 
     assert result.returncode == 0, result.stderr
-    assert router["max_tokens"] == 8
+    assert router["max_tokens"] == 32
     assert agent["max_tokens"] == 1024  # the agent's own limit is unchanged
     assert "⇢ route: filesystem" in result.stdout
     assert "agent> Done." in result.stdout
