@@ -78,6 +78,7 @@ class Settings:
     context_flag: str = "--context-length"  # how the person gave it, for messages
     max_tokens: int | None = None  # None: fits the budget (core.budget.default_max_tokens)
     hide_reasoning: bool = False
+    text_calls: bool = True  # read tool calls a model wrote as text (core.text_calls)
 
 
 @dataclass(frozen=True)
@@ -372,6 +373,13 @@ def add_agent_options(parser: argparse.ArgumentParser, *, suppress: bool = False
         default=default(False),
         help="do not show a reasoning model's thinking (it is never sent back to it)",
     )
+    parser.add_argument(
+        "--no-text-calls",
+        action="store_true",
+        default=default(False),
+        help="do not read tool calls a model writes as text (<tool_call> tags, bare or "
+        "fenced JSON) as calls; show them as its answer",
+    )
     replay = parser.add_mutually_exclusive_group()
     replay.add_argument(
         "--record",
@@ -414,7 +422,7 @@ def settings_from_args(args: argparse.Namespace) -> Settings:
     if context_length is None:
         context_length, context_flag = context_from_env(), "FSAGENT_CONTEXT_LENGTH"
     return Settings(
-        base_url=args.base_url.rstrip("/"),
+        base_url=api_base_url(args.base_url),
         model=args.model,
         roots=tuple(Path(root).expanduser() for root in (args.root or [Path.cwd()])),
         db=normalise(args.db),
@@ -432,7 +440,19 @@ def settings_from_args(args: argparse.Namespace) -> Settings:
         context_flag=context_flag,
         max_tokens=args.max_tokens,
         hide_reasoning=args.hide_reasoning,
+        text_calls=not args.no_text_calls,
     )
+
+
+def api_base_url(given: str) -> str:
+    """The OpenAI-compatible base a server answers at: a bare host and port
+    (`http://localhost:11434`, as Ollama's docs give it) gets `/v1`, where LM Studio,
+    llama.cpp and Ollama all serve chat completions."""
+    url = given.strip().rstrip("/")
+    scheme, sep, rest = url.partition("://")
+    if sep and "/" not in rest:
+        return f"{url}/v1"
+    return url
 
 
 # --- running -----------------------------------------------------------------------------------
@@ -633,7 +653,11 @@ async def open_agent(settings: Settings, launched: Launched, store: Store) -> As
         # The same tools in every request of the thread (core.context says why).
         offered = offered_tools(tools, ALLOWED_TOOLS if settings.read_only else None)
         context = ContextKeeper(
-            loaded.chat_model, offered, budget=loaded.budget, max_tokens=loaded.max_tokens
+            loaded.chat_model,
+            offered,
+            budget=loaded.budget,
+            max_tokens=loaded.max_tokens,
+            text_calls=settings.text_calls,
         )
         if settings.read_only:
             from core.read_only import build_read_only_agent

@@ -35,10 +35,14 @@ from langchain_core.messages import (
 )
 from langchain_core.utils.function_calling import convert_to_openai_tool
 
+from core.reasoning import split_reasoning
+
 CHARS_PER_TOKEN = 3
 MESSAGE_OVERHEAD = 4
 
-DEFAULT_THRESHOLD = 0.75
+# Compact only near the limit: on a 4096 context the fixed part is a third of it, and each
+# compaction costs a generation (the summary), so an early mark compacted every turn.
+DEFAULT_THRESHOLD = 0.9
 MAX_REPLY_TOKENS = 1024
 SUMMARY_TOKENS = 300  # room kept for the summary; also the summary request's max_tokens
 
@@ -391,27 +395,3 @@ def overflow_sizes(error_text: str) -> tuple[int, int] | None:
     if found:
         return int(found.group(2)), int(found.group(1))
     return None
-
-
-_THINK_OPEN = "<think>"
-_THINK_CLOSE = "</think>"
-
-
-def split_reasoning(text: str) -> tuple[str, str]:
-    """(reasoning, answer) of a reply that thinks inside its content.
-
-    Handles `<think>…</think>answer`, a `<think>` never closed because max_tokens cut the
-    reply (all of it is reasoning), and a bare `…</think>answer` from templates that open
-    the think block in the prompt themselves. Text without the tags is all answer.
-    """
-    stripped = text.lstrip()
-    if stripped.startswith(_THINK_OPEN):
-        inner = stripped[len(_THINK_OPEN) :]
-        thought, closed, answer = inner.partition(_THINK_CLOSE)
-        if not closed:
-            return inner.strip(), ""
-        return thought.strip(), answer.lstrip()
-    if _THINK_CLOSE in text and _THINK_OPEN not in text:
-        thought, _, answer = text.partition(_THINK_CLOSE)
-        return thought.strip(), answer.lstrip()
-    return "", text

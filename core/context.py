@@ -60,7 +60,9 @@ from core.errors import ContextTooSmall
 from core.messages import content_text, messages_for_model
 from core.prompts import ROUTE_NOTES, ROUTE_QUESTION, SYSTEM_PROMPT
 from core.replies import separate_reasoning, without_reasoning
+from core.server_errors import server_words
 from core.summary import Summary, in_conversation, standalone, summary_text, trusted_replies
+from core.text_calls import read_text_calls
 from core.tool_schemas import schema_text
 
 ROUTE_KEY = "fsagent_route"  # a person's message's additional_kwargs: the route it was given
@@ -70,6 +72,10 @@ COMPACTED = "compacted"  # the custom stream event of a compaction
 # (a real llama.cpp counted 2,900 tokens for 7,600 characters of schemas and prompt). Erring
 # high only compacts a little early until the server's first count replaces the estimate.
 SCHEMA_CHARS_PER_TOKEN = 2
+
+# The router's reply limit: its one word, with room for a line of a reasoning model's
+# thought. The route is read from whatever came back, cut or not (agent_graph.parse_route).
+ROUTE_MAX_TOKENS = 32
 
 
 @dataclass(frozen=True)
@@ -96,8 +102,12 @@ class ContextKeeper:
         budget: Budget | None,
         max_tokens: int | None = None,
         system_prompt: str = SYSTEM_PROMPT,
+        text_calls: bool = True,
     ) -> None:
         self.model = model
+        # Read tool calls a model wrote as text into real ones (core.text_calls).
+        self.text_calls = text_calls
+        self.tool_names = frozenset(tool_name(schema) for schema in tools)
         self.tools = tools
         self.budget = budget
         self._max_tokens = max_tokens
@@ -194,6 +204,9 @@ class ContextKeeper:
         compaction as soon as it is made, before the request is sent."""
         question = ROUTE_QUESTION if route_question else None
         choice = "none" if route_question else "auto"
+        # The router needs one word: a small model given the agent's reply limit answered
+        # the whole request there, before the agent's request answered it again.
+        limit = ROUTE_MAX_TOKENS if route_question else None
         compacted: Summary | None = None
         request = self.request(messages, summary, question=question)
         tokens = self.estimate(request, messages, summary)
@@ -205,11 +218,12 @@ class ContextKeeper:
                     on_compacted(made)
         request = self.fitting_request(messages, summary, question)
         try:
-            response = await self.bound(choice, self.max_tokens).ainvoke(request)
+            response = await self.bound(choice, limit or self.max_tokens).ainvoke(request)
         except Exception as error:
-            if not is_context_overflow(str(error)):
+            words = server_words(error)
+            if not is_context_overflow(words):
                 raise
-            self.learn_context(str(error))
+            self.learn_context(words)
             made = await self.compact(
                 messages, summary, why="overflow", before=self.estimate(request, messages, summary)
             )
@@ -220,8 +234,11 @@ class ContextKeeper:
             if on_compacted is not None:
                 on_compacted(made)
             request = self.fitting_request(messages, summary, question)
-            response = await self.bound(choice, self.max_tokens).ainvoke(request)
-        return Sent(separate_reasoning(response), compacted)
+            response = await self.bound(choice, limit or self.max_tokens).ainvoke(request)
+        reply = separate_reasoning(response)
+        if self.text_calls and not route_question:
+            reply = read_text_calls(reply, self.tool_names)
+        return Sent(reply, compacted)
 
     def fitting_request(
         self, messages: Sequence[AnyMessage], summary: Summary | None, question: str | None
@@ -334,6 +351,17 @@ class ContextKeeper:
             why=why,
         )
         after = self.estimate(self.request(messages, made), messages, made)
+        if after >= before:
+            # The model's summary is longer than the turns it stands for: cut it to what
+            # leaves the request smaller than before, or say only that turns were left out.
+            room = before - (after - estimate_text(text)) - 1
+            text = shrunk_summary(text, room)
+            if text is None:
+                return None
+            made = Summary(**{**asdict(made), "text": text})
+            after = self.estimate(self.request(messages, made), messages, made)
+            if after >= before:
+                return None
         return Summary(**{**asdict(made), "after": after})
 
     async def summarise(
@@ -361,7 +389,7 @@ class ContextKeeper:
                     )
                     return summary_text(separate_reasoning(response), prefix)
                 except Exception as error:
-                    if not is_context_overflow(str(error)):
+                    if not is_context_overflow(server_words(error)):
                         raise
         # The transcript gets what a request may hold, less the instructions and the old
         # summary (no tools are sent with it).
@@ -371,6 +399,26 @@ class ContextKeeper:
         model = self.model().bind(max_tokens=SUMMARY_TOKENS)
         response = await model.ainvoke(request, config={"tags": [TAG_NOSTREAM]})
         return summary_text(separate_reasoning(response), prefix)
+
+
+LEFT_OUT = "(Earlier turns were left out to fit the model's context; no summary of them fits.)"
+
+
+def shrunk_summary(text: str, room: int) -> str | None:
+    """The summary cut to about `room` tokens at a word, marked as cut; the short note that
+    turns were left out when not even a few sentences fit; None when nothing fits."""
+    if room < estimate_text(LEFT_OUT):
+        return None
+    if room < 40:
+        return LEFT_OUT
+    keep = (room - 2) * CHARS_PER_TOKEN
+    cut = text[:keep].rsplit(" ", 1)[0].rstrip()
+    return f"{cut} […]"
+
+
+def tool_name(schema: dict[str, Any]) -> str:
+    function = schema.get("function")
+    return str(function.get("name") if isinstance(function, dict) else schema.get("name"))
 
 
 def announce_compaction(summary: Summary) -> None:

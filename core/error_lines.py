@@ -8,6 +8,7 @@ from langgraph.errors import GraphRecursionError
 
 from core.errors import ContextTooSmall
 from core.models import unreachable_message
+from core.server_errors import one_line, server_words
 from core.text import clip
 
 
@@ -19,8 +20,11 @@ def describe_error(error: BaseException, base_url: str) -> str:
         if isinstance(error, openai.APIConnectionError | openai.APITimeoutError):
             return unreachable_message(base_url)
         if isinstance(error, openai.APIStatusError):
-            detail = clip(str(error.message), 200)
+            detail = one_line(server_words(error))
             return f"LM Studio at {base_url} answered {error.status_code}: {detail}"
+        if isinstance(error, openai.APIError):  # an error inside a 200 stream (LM Studio 0.4)
+            detail = one_line(server_words(error))
+            return f"LM Studio at {base_url} answered with an error: {detail}"
     if isinstance(error, ContextTooSmall):
         return str(error)
     if isinstance(error, GraphRecursionError):

@@ -44,12 +44,14 @@ class Answer:
 @dataclass(frozen=True)
 class ToolCall:
     """A call the model made. `args` is None and `error` says why when its arguments were
-    not JSON."""
+    not JSON. `from_text` names the form when the model wrote the call as text and fsagent
+    read it (core.text_calls)."""
 
     call_id: str
     tool: str
     args: Any
     error: str | None = None
+    from_text: str | None = None
 
 
 @dataclass(frozen=True)

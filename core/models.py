@@ -8,7 +8,10 @@ in turn what each kind of server answers:
    context it was loaded with.
 2. llama.cpp's `/props`, whose `default_generation_settings.n_ctx` is the context of one slot,
    which is what one request gets.
-3. The OpenAI list `/v1/models`, which names models and nothing more (llama.cpp adds `meta`).
+3. Ollama's `/api/version`; then `/api/ps` (each loaded model's allocated context_length)
+   or `/api/show` (a Modelfile's num_ctx). Ollama never refuses an over-long prompt, it cuts
+   it silently, so its context must be known before the first request.
+4. The OpenAI list `/v1/models`, which names models and nothing more (llama.cpp adds `meta`).
 
 A server that does not have a path answers 404 (llama.cpp, most others) or, LM Studio's way,
 200 with `{"error": "Unexpected endpoint or method. ..."}`; so an answer counts only when its
@@ -61,7 +64,8 @@ class ModelChoice:
 
     context_source says where context_length came from, in words fit for a status line:
     "LM Studio (loaded)", "llama.cpp /props", "--context-length", "unknown", ...
-    server is "lmstudio", "llamacpp" or "openai" (any other OpenAI-compatible server).
+    server is "lmstudio", "llamacpp", "ollama" or "openai" (any other OpenAI-compatible
+    server).
     """
 
     name: str
@@ -149,6 +153,8 @@ async def _discover(
         guess = min(LMSTUDIO_DEFAULT_CONTEXT, chosen.max_context or LMSTUDIO_DEFAULT_CONTEXT)
         source = "LM Studio's default for a model it loads on first use"
         return ModelChoice(chosen.id, guess, source, "lmstudio")
+    if await _is_ollama(client, base, root):
+        return await _ollama_choice(client, base, root, requested, override, override_name)
     n_ctx = _llamacpp_n_ctx(await _get_json(client, base, f"{root}/props"))
     chosen = _choose_listed(await _openai_models(client, base), requested, base)
     if n_ctx is not None:
@@ -156,6 +162,96 @@ async def _discover(
     if chosen.context is not None:  # a llama.cpp whose /props did not answer as expected
         return settle(chosen.id, "llamacpp", chosen.context, "llama.cpp /v1/models meta")
     return settle(chosen.id, "openai", None, "unknown")
+
+
+# -- Ollama ----------------------------------------------------------------------------------
+
+# Ollama's own default context for a model loaded without num_ctx: 4k under 24 GiB of VRAM,
+# more above (docs/context-length.mdx); no API says which tier a machine is in.
+OLLAMA_DEFAULT_CONTEXT = 4096
+
+
+async def _is_ollama(client: httpx.AsyncClient, base: str, root: str) -> bool:
+    """Ollama answers `GET /api/version` with `{"version": "0.12.3"}` (docs.ollama.com/api)."""
+    body = await _get_json(client, base, f"{root}/api/version")
+    return isinstance(body, dict) and isinstance(body.get("version"), str)
+
+
+async def _ollama_choice(
+    client: httpx.AsyncClient,
+    base: str,
+    root: str,
+    requested: str | None,
+    override: int | None,
+    override_name: str,
+) -> ModelChoice:
+    """The model, and the context Ollama runs it in: it cuts an over-long prompt silently
+    instead of refusing it (ollama/ollama#3839), so the budget must know the context.
+
+    `/api/ps` says each loaded model's allocated `context_length`; for a model not loaded
+    yet, `/api/show` says its Modelfile's num_ctx if it sets one, else Ollama's default
+    (capped by the model's trained maximum) is the best guess."""
+    listed = await _openai_models(client, base)
+    running = await _ollama_running(client, base, root)
+    if requested is None:
+        loaded = [m for m in listed if m.is_chat and m.id in running]
+        chosen = loaded[0] if loaded else _choose_listed(listed, None, base)
+    else:
+        chosen = _choose_listed(listed, requested, base)
+    if running.get(chosen.id):
+        return _settle(
+            chosen.id, "ollama", running[chosen.id], "Ollama /api/ps", override, override_name
+        )
+    num_ctx, trained = await _ollama_show(client, base, root, chosen.id)
+    if num_ctx is not None:
+        return _settle(
+            chosen.id, "ollama", num_ctx, "Ollama /api/show num_ctx", override, override_name
+        )
+    if override is not None:
+        return ModelChoice(chosen.id, override, override_name, "ollama")
+    guess = min(OLLAMA_DEFAULT_CONTEXT, trained or OLLAMA_DEFAULT_CONTEXT)
+    return ModelChoice(chosen.id, guess, "Ollama's default for a model it loads", "ollama")
+
+
+async def _ollama_running(client: httpx.AsyncClient, base: str, root: str) -> dict[str, int]:
+    """{model name: allocated context} of the models Ollama has loaded."""
+    body = await _get_json(client, base, f"{root}/api/ps")
+    found: dict[str, int] = {}
+    for entry in _records(body.get("models") if isinstance(body, dict) else None) or []:
+        context = _int(entry.get("context_length"))
+        for key in ("name", "model"):
+            if isinstance(entry.get(key), str) and context:
+                found[entry[key]] = context
+    return found
+
+
+async def _ollama_show(
+    client: httpx.AsyncClient, base: str, root: str, name: str
+) -> tuple[int | None, int | None]:
+    """(the Modelfile's num_ctx, the trained maximum) from `POST /api/show`."""
+    try:
+        response = await client.post(f"{root}/api/show", json={"model": name})
+    except httpx.TransportError as error:
+        raise ServerUnreachable(base) from error
+    try:
+        body = response.json() if response.status_code == 200 else None
+    except ValueError:
+        body = None
+    if not isinstance(body, dict):
+        return None, None
+    num_ctx = None
+    parameters = body.get("parameters")
+    for line in parameters.splitlines() if isinstance(parameters, str) else []:
+        key, _, value = line.strip().partition(" ")
+        if key == "num_ctx" and value.strip().isdigit():
+            num_ctx = int(value.strip())
+    info = body.get("model_info")
+    trained = None
+    if isinstance(info, dict):
+        trained = next(
+            (_int(v) for k, v in info.items() if k.endswith(".context_length") and _int(v)), None
+        )
+    return num_ctx, trained
 
 
 def _settle(

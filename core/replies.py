@@ -12,7 +12,7 @@ from __future__ import annotations
 from langchain_core.messages import AIMessage
 
 from core.approval import CUT_CALL
-from core.budget import split_reasoning
+from core.reasoning import split_reasoning
 
 # Where servers stream a reasoning model's thinking: llama.cpp and LM Studio say
 # `reasoning_content`, some servers `reasoning`. ChatOpenAI drops both.
@@ -85,71 +85,3 @@ def mark_cut(message: AIMessage, limit: int | None) -> AIMessage:
             "additional_kwargs": {**message.additional_kwargs, CUT_KEY: limit or 0},
         }
     )
-
-
-class ThinkSplitter:
-    """Streamed content, told apart into reasoning and answer as it arrives.
-
-    A reply that opens with `<think>` is reasoning until `</think>`; text that may still be
-    the start of a tag is held back until the next piece says which it is.
-    """
-
-    OPEN, CLOSE = "<think>", "</think>"
-
-    def __init__(self) -> None:
-        # start (nothing but space yet), thinking, closed (space after </think> is
-        # dropped), answering
-        self.state = "start"
-        self.held = ""
-
-    def feed(self, text: str) -> tuple[str, str]:
-        """(reasoning, answer) of this piece, as far as can be told yet."""
-        text = self.held + text
-        self.held = ""
-        reasoning, answer = "", ""
-        while text:
-            if self.state == "start":
-                stripped = text.lstrip()
-                if not stripped:
-                    self.held = text
-                    return reasoning, answer
-                if stripped.startswith(self.OPEN):
-                    self.state, text = "thinking", stripped[len(self.OPEN) :]
-                elif self.OPEN.startswith(stripped):
-                    self.held = text
-                    return reasoning, answer
-                else:
-                    self.state = "answering"
-            elif self.state == "thinking":
-                head, closed, tail = text.partition(self.CLOSE)
-                if closed:
-                    reasoning += head
-                    self.state, text = "closed", tail
-                    continue
-                keep = _partial_suffix(text, self.CLOSE)
-                reasoning += text[: len(text) - keep]
-                self.held = text[len(text) - keep :]
-                return reasoning, answer
-            elif self.state == "closed":
-                text = text.lstrip()
-                if text:
-                    self.state = "answering"
-            else:
-                answer += text
-                text = ""
-        return reasoning, answer
-
-    def flush(self) -> tuple[str, str]:
-        """Whatever was held back, once the stream has ended."""
-        held, self.held = self.held, ""
-        if self.state == "thinking":
-            return held, ""
-        return "", held
-
-
-def _partial_suffix(text: str, tag: str) -> int:
-    """How many characters at the end of text could begin tag."""
-    for size in range(min(len(tag) - 1, len(text)), 0, -1):
-        if tag.startswith(text[-size:]):
-            return size
-    return 0

@@ -27,8 +27,9 @@ from core.messages import content_text
 from core.plans import Plan, expect_of, plan_of
 from core.policy import Grant
 from core.preview import preview, undo_note
-from core.replies import CUT_KEY, REASONING_KEY, ThinkSplitter, cut_note
+from core.replies import CUT_KEY, REASONING_KEY, cut_note
 from core.summary import Summary
+from core.text_calls import TEXT_CALL_KEY, ReplyStream
 from core.threads import (
     PERSON_UPDATE,
     ThreadView,
@@ -81,7 +82,11 @@ class ThreadSession:
         self.config = run_config(thread)
         self.paused_on: dict[str, Any] | None = None  # the approval or question it stopped at
         self._call_names: dict[str, str] = {}
-        self._splitters: dict[str, ThinkSplitter] = {}  # per node: <think> in streamed text
+        # Per node, the reply streaming now: reasoning told apart, a call written as text held.
+        self._streams: dict[str, ReplyStream] = {}
+        # A reply of this model came with no think tag at all: later replies stream at once
+        # (until then, text that might be reasoning closed by a bare `</think>` is held).
+        self._plain_model = False
         self._compactions_shown = 0  # the count of the last summary reported
 
     # -- reading the thread ----------------------------------------------------------------------
@@ -296,7 +301,7 @@ class ThreadSession:
             if node == "__interrupt__":
                 self.paused_on = approval_among(update)
             else:
-                yield from self._flush(node)
+                yield from self._flush(node, update)
                 yield from self._step(node, update)
 
     def _streamed(self, node: str, chunk: AIMessageChunk) -> Iterator[events.Event]:
@@ -305,13 +310,26 @@ class ThreadSession:
         if isinstance(thought, str) and thought:
             yield events.Reasoning(thought)
         if isinstance(chunk.content, str) and chunk.content:
-            splitter = self._splitters.setdefault(node, ThinkSplitter())
-            yield from _pieces(*splitter.feed(chunk.content))
+            stream = self._streams.get(node)
+            if stream is None:
+                hold = self.context.text_calls if self.context is not None else False
+                stream = self._streams[node] = ReplyStream(plain=self._plain_model, hold_calls=hold)
+            yield from _pieces(*stream.feed(chunk.content))
 
-    def _flush(self, node: str) -> Iterator[events.Event]:
-        splitter = self._splitters.pop(node, None)
-        if splitter is not None:
-            yield from _pieces(*splitter.flush())
+    def _flush(self, node: str, update: Any = None) -> Iterator[events.Event]:
+        stream = self._streams.pop(node, None)
+        if stream is None:
+            return
+        messages = update.get("messages") if isinstance(update, dict) else None
+        read = any(
+            isinstance(m, AIMessage) and TEXT_CALL_KEY in m.additional_kwargs
+            for m in messages or []
+        )
+        yield from _pieces(*stream.finish(read_as_calls=read))
+        if stream.splitter.saw_bare_close:
+            self._plain_model = False
+        elif stream.splitter.saw_plain:
+            self._plain_model = True
 
     def _ctx(self) -> int | None:
         budget = self.context.budget if self.context else None
@@ -365,9 +383,10 @@ class ThreadSession:
             yield events.Answer(text)
         if cut is not None:
             yield events.ReplyCut(int(cut))
+        from_text = message.additional_kwargs.get(TEXT_CALL_KEY)
         for call in message.tool_calls:
             self._call_names[call["id"]] = call["name"]
-            yield events.ToolCall(call["id"], call["name"], call["args"])
+            yield events.ToolCall(call["id"], call["name"], call["args"], from_text=from_text)
         for invalid in message.invalid_tool_calls:
             name = invalid.get("name") or "?"
             call_id = invalid.get("id") or ""

@@ -24,15 +24,47 @@ from langchain_core.utils.function_calling import convert_to_openai_tool
 # with empty content), file_hash (writes return the new sha256), read_multiple_files (several
 # read_file calls in one step), diff_files (read both), list_directory_with_sizes
 # (list_directory, then get_file_info). plan is fsagent's own: what a write would touch.
+# And, to bring the fixed part of a request under 1,200
+# real tokens on a 4096 context (issue 21): list_allowed_roots (paths are relative to the
+# first root, as the system prompt says), directory_tree (list_directory, folder by folder),
+# get_file_info (list_directory and read_file say what a model needs), copy (read_file, then
+# write_file) and make_dir (write_file creates the folders a new file needs). A call to any of
+# them still runs, reviewed like any other: they are only not advertised.
 NOT_OFFERED: frozenset[str] = frozenset(
-    {"touch", "file_hash", "read_multiple_files", "diff_files", "list_directory_with_sizes", "plan"}
+    {
+        "touch",
+        "file_hash",
+        "read_multiple_files",
+        "diff_files",
+        "list_directory_with_sizes",
+        "plan",
+        "list_allowed_roots",
+        "directory_tree",
+        "get_file_info",
+        "copy",
+        "make_dir",
+    }
 )
 
 # Parameters the model is not shown: dry_run is how fsagent previews a write itself, expect
 # binds an approved write to its preview; the others tune what a call returns and have good
-# defaults on the server.
+# defaults on the server. A regex can say (?i)
+# itself and a path narrows a grep as a glob would; a move that would overwrite is refused
+# and the model told why; write_file's append mode is patch_file's job too.
 HIDDEN_PARAMETERS: frozenset[str] = frozenset(
-    {"dry_run", "expect", "context", "max_matches", "exclude", "expected_sha256", "sort_by"}
+    {
+        "dry_run",
+        "expect",
+        "context",
+        "max_matches",
+        "exclude",
+        "expected_sha256",
+        "sort_by",
+        "ignore_case",
+        "glob",
+        "overwrite",
+        "mode",
+    }
 )
 
 # One line each, as short as still lets a small model pick the right tool and arguments.
@@ -41,17 +73,17 @@ DESCRIPTIONS: dict[str, str] = {
     "list_allowed_roots": "The folders you may use; relative paths start in the first.",
     "list_directory": "List a folder.",
     "directory_tree": "A folder's tree, max_depth levels deep.",
-    "read_file": "Read a text file, or lines start_line..end_line of it.",
-    "search_files": "Find files whose name matches a glob, e.g. '*.py'.",
-    "grep": "Search file contents for a regular expression, like grep -rn.",
+    "read_file": "Read a text file (or lines start_line..end_line).",
+    "search_files": "Find files by a name glob, e.g. '*.py'.",
+    "grep": "Find lines matching a regular expression in files.",
     "get_file_info": "Size, type and times of a file or folder.",
-    "write_file": "Create or replace a text file; mode 'append' adds to its end.",
-    "patch_file": "Replace text in a file; each old_text must occur exactly once.",
+    "write_file": "Create or replace a text file.",
+    "patch_file": "Replace text in a file; each old_text must occur once.",
     "make_dir": "Create a folder and its parents.",
     "copy": "Copy a file or folder.",
     "move": "Move or rename a file or folder.",
-    "delete": "Delete a file, or a folder (recursive if not empty).",
-    "ask_person": "Ask the person instead of guessing; choices are optional.",
+    "delete": "Delete a file or folder (recursive if not empty).",
+    "ask_person": "Ask the person instead of guessing.",
 }
 
 

@@ -23,6 +23,7 @@ class StepPrinter:
         self.errors = 0
         self.show_reasoning = show_reasoning
         self.streamed = False  # model text of the current reply was shown as it came
+        self.text_calls = 0  # calls the model wrote as text, read as calls, in this run
 
     def show(self, event: events.Event) -> None:
         term = self.term
@@ -49,6 +50,18 @@ class StepPrinter:
             case events.ToolCall(_, tool, args, error) if error:
                 term.say(f"→ {tool}(…) ✗ {error}")
                 term.event("tool_call", tool=tool, args=None, error=error)
+            case events.ToolCall(_, tool, args, _, from_text) if from_text:
+                # The model wrote this call as text: say so, and how often it happened.
+                self.text_calls += 1
+                term.say(f"→ {format_call(tool, args)}  (read from the model's text: {from_text})")
+                term.event(
+                    "tool_call",
+                    tool=tool,
+                    args=args,
+                    from_text=from_text,
+                    text_calls=self.text_calls,
+                )
+                term.activity(f"{'checking' if tool in WRITE_TOOLS else 'running'} {tool}")
             case events.ToolCall(_, tool, args):
                 term.say(f"→ {format_call(tool, args)}")
                 term.event("tool_call", tool=tool, args=args)

@@ -30,6 +30,12 @@ Flavours (`flavour=`) copy what each real server says besides chat completions:
   `/v1/models` with `meta.n_ctx_train`, `/health`; a `timings` object on every answer.
   `props=False` leaves `/props` out, as a proxy in front of llama-server (llama-swap) or an
   old build does: then nothing says the context it runs with.
+- "ollama": Ollama (docs.ollama.com/api). `/api/version`, `/api/ps` (each loaded model with
+  its allocated `context_length`), `/api/tags`, `POST /api/show` (a Modelfile's `num_ctx`
+  when the model sets a context, and `model_info.<arch>.context_length`), a plain-text 404
+  elsewhere. It never refuses a prompt too long: it keeps its last `num_ctx/2 + 2` tokens,
+  answers 200 and says so only in its usage (ollama/ollama#3839, #17427); `llm.truncated`
+  lists each (prompt, kept).
 
 The catalogue (`models=`) takes plain ids or `FakeModel(id, type=, state=, context=)`.
 
@@ -43,9 +49,12 @@ counts: about 4 characters a token for prose, fewer for JSON. `llm.prompt_tokens
 gives the count; `usage` in answers comes from the same tokenizer.
 
 - `context=N` (or per model): a prompt of N tokens or more is refused in the server's own
-  words: llama.cpp's 400 `exceed_context_size_error`, LM Studio's `n_keep >= n_ctx` (a 400
-  body, or when streaming a 200 stream whose one event is `event: error`), OpenAI's 400
-  `context_length_exceeded`. A refused request consumes no script step. A reply that would
+  words: llama.cpp's 400 `exceed_context_size_error`; LM Studio's 400 `{"error": "<a plain
+  string>"}` (`lmstudio_wording=` "n_keep" or "keep-first", see LMSTUDIO_WORDINGS), or when
+  streaming, LM Studio 0.4.2x's 200 stream whose one event is `event: error`
+  (`stream_errors=False` gives the 400 to a streamed request too); OpenAI's 400
+  `context_length_exceeded`. LM Studio's scripted errors (`reply(status=500, error=...)`)
+  are plain strings too. A refused request consumes no script step. A reply that would
   run past the context is cut there, as a real server stops generating.
 - `max_tokens` / `max_completion_tokens` in the request cut a reply at that many tokens with
   `finish_reason: "length"`; `reply(loop="I will read the file. ")` repeats that sentence
@@ -84,7 +93,7 @@ Reply = dict[str, Any]
 Step = Reply | Callable[[dict[str, Any]], Reply]
 Script = Sequence[Step] | Callable[[dict[str, Any]], Reply]
 
-FLAVOURS = ("openai", "lmstudio", "llamacpp")
+FLAVOURS = ("openai", "lmstudio", "llamacpp", "ollama")
 
 # A GET route's answer (status, JSON body), or None for a path the server does not serve.
 _Got = tuple[int, dict[str, Any]] | None
@@ -449,7 +458,37 @@ def _chunks(request: dict[str, Any], answer: _Answer) -> Iterator[dict[str, Any]
     yield last
 
 
-def _overflow(flavour: str, prompt: int, context: int) -> tuple[int, dict[str, Any]]:
+# LM Studio's wordings of "the prompt does not fit", as users quote them:
+# - "n_keep": 0.3.x-0.4.x, HTTP 400 `{"error": "<this string>"}`, quoted in full in
+#   Gitlawb/openclaude#353 and anomalyco/opencode#2259;
+# - "keep-first": 0.3.x, "Trying to keep the first N tokens when context the overflows...",
+#   lmstudio-ai/lmstudio-bug-tracker#546 and #237 (a 400 BadRequestError);
+# - "does-not-fit": 0.4.2x, inside a 200 stream's one `event: error` frame,
+#   lmstudio-ai/lmstudio-bug-tracker#2322 ("Input does not fit in context length").
+LMSTUDIO_WORDINGS = ("n_keep", "keep-first", "does-not-fit")
+
+
+def lmstudio_overflow_words(prompt: int, context: int, wording: str = "n_keep") -> str:
+    if wording == "keep-first":
+        return (
+            f"Trying to keep the first {prompt} tokens when context the overflows. However, "
+            f"the model is loaded with context length of only {context} tokens, which is not "
+            "enough. Try to load the model with a larger context length, or provide a "
+            "shorter input"
+        )
+    if wording == "does-not-fit":
+        # #2322 quotes the words, not the numbers; the counts here are the stand-in's.
+        return f"Input does not fit in context length ({prompt} >= {context} tokens)"
+    return (
+        "The number of tokens to keep from the initial prompt is greater than the context "
+        f"length (n_keep: {prompt}>= n_ctx: {context}). Try to load the model with a larger "
+        "context length, or provide a shorter input."
+    )
+
+
+def _overflow(
+    flavour: str, prompt: int, context: int, wording: str = "n_keep"
+) -> tuple[int, dict[str, Any]]:
     """The status and body a real server answers a prompt too long for its context with."""
     if flavour == "llamacpp":
         # tools/server: ERROR_TYPE_EXCEED_CONTEXT_SIZE, with both counts beside the message.
@@ -466,12 +505,7 @@ def _overflow(flavour: str, prompt: int, context: int) -> tuple[int, dict[str, A
         }
         return 400, {"error": error}
     if flavour == "lmstudio":
-        message = (
-            "The number of tokens to keep from the initial prompt is greater than the "
-            f"context length (n_keep: {prompt} >= n_ctx: {context})"
-        )
-        # The shape of LM Studio's `event: error` frame, used for the 400 body as well.
-        return 400, {"error": {"message": message}, "message": message}
+        return 400, {"error": lmstudio_overflow_words(prompt, context, wording)}
     message = (
         f"This model's maximum context length is {context} tokens. However, your messages "
         f"resulted in {prompt} tokens. Please reduce the length of the messages."
@@ -551,6 +585,13 @@ class _Handler(BaseHTTPRequestHandler):
 
     def do_POST(self) -> None:
         raw = self.rfile.read(int(self.headers.get("Content-Length") or 0))
+        if self.server.fake.flavour == "ollama" and self.path.rstrip("/") == "/api/show":
+            shown = self.server.fake._ollama_show(raw)
+            if shown is None:
+                self._send_json(404, {"error": "model not found"})
+            else:
+                self._send_json(200, shown)
+            return
         if self.path.rstrip("/") != "/v1/chat/completions":
             self._no_route("POST")
             return
@@ -578,6 +619,9 @@ class _Handler(BaseHTTPRequestHandler):
             # LM Studio answers every path it does not serve with 200 and this body.
             body = {"error": f"Unexpected endpoint or method. ({method} {self.path})"}
             self._send_json(200, body)
+        elif self.server.fake.flavour == "ollama":
+            # Ollama's router (gin) answers an unknown path with a plain-text 404.
+            self._send_json(404, b"404 page not found")
         elif self.server.fake.flavour == "llamacpp":
             error = {"code": 404, "message": "File Not Found", "type": "not_found_error"}
             self._send_json(404, {"error": error})
@@ -586,10 +630,13 @@ class _Handler(BaseHTTPRequestHandler):
             self._send_json(404, _error_body(message, "invalid_request_error"))
 
     def _refuse(self, request: dict[str, Any], status: int, body: dict[str, Any]) -> None:
-        if self.server.fake.flavour == "lmstudio" and request.get("stream"):
-            # LM Studio opens the stream first and reports the refusal inside it.
+        fake = self.server.fake
+        if fake.flavour == "lmstudio" and request.get("stream") and fake.stream_errors:
+            # LM Studio 0.4.2x opens the stream first and reports the refusal inside it
+            # (lmstudio-bug-tracker#2322), as an OpenAI-style error object.
+            frame = {"error": {"message": body["error"]}}
             self._send_head(200, "text/event-stream", None)
-            self._write_chunk(f"event: error\ndata: {json.dumps(body)}\n\n".encode())
+            self._write_chunk(f"event: error\ndata: {json.dumps(frame)}\n\n".encode())
             self._write_chunk(b"")
         else:
             self._send_json(status, body)
@@ -600,7 +647,10 @@ class _Handler(BaseHTTPRequestHandler):
         if step["status"] is not None:
             message = step["error"] or f"fake_llm: scripted HTTP {step['status']}"
             time.sleep(step["delay"])
-            self._send_json(step["status"], _error_body(message))
+            # LM Studio's errors are `{"error": "<a plain string>"}` (Gitlawb/openclaude#353).
+            lmstudio = self.server.fake.flavour == "lmstudio"
+            body = {"error": message} if lmstudio else _error_body(message)
+            self._send_json(step["status"], body)
             return
         answer = self.server.fake._deliver(request, step, model, prompt, tokens)
         if request.get("stream"):
@@ -684,6 +734,8 @@ class FakeLLM:
         slots: int = 1,
         reasoning_key: str = "reasoning_content",
         props: bool = True,
+        lmstudio_wording: str | None = None,
+        stream_errors: bool = True,
     ) -> None:
         if flavour not in FLAVOURS:
             raise ValueError(f"flavour must be one of {', '.join(FLAVOURS)}, not {flavour!r}")
@@ -696,6 +748,13 @@ class FakeLLM:
         self.context = context
         self.reasoning_key = reasoning_key
         self.props = props
+        if lmstudio_wording is not None and lmstudio_wording not in LMSTUDIO_WORDINGS:
+            raise ValueError(f"lmstudio_wording must be one of {', '.join(LMSTUDIO_WORDINGS)}")
+        # LM Studio's wording of an overflow, and whether a streamed request hears of it in a
+        # 200 stream (0.4.2x) or as a 400 before any stream (0.3.x).
+        self.lmstudio_wording = lmstudio_wording or "n_keep"
+        self.stream_errors = stream_errors
+        self.truncated: list[tuple[int, int]] = []  # Ollama: (prompt tokens, kept), silently
         self.exhausted = 0
         self._port = port
         self._log_path = Path(log_path) if log_path else None
@@ -817,12 +876,18 @@ class FakeLLM:
                 with self._log_path.open("a", encoding="utf-8") as log:
                     log.write(json.dumps(request) + "\n")
             model = self._serving(request.get("model"))
-            if self.flavour == "lmstudio" and model.is_chat:
-                self._loaded[model.id] = True  # LM Studio loads a model on first request
+            if self.flavour in ("lmstudio", "ollama") and model.is_chat:
+                self._loaded[model.id] = True  # both load a model on its first request
             context = self._context(model)
         # llama.cpp refuses at `n_tokens >= n_ctx`: the reply needs at least one free cell.
         if context is not None and prompt >= context:
-            return _overflow(self.flavour, prompt, context)
+            if self.flavour == "ollama":
+                # Ollama never refuses: it drops the front of the prompt and answers 200
+                # (ollama/ollama#3839, #17427: what is kept is num_ctx/2 + 2 tokens).
+                with self._lock:
+                    self.truncated.append((prompt, context // 2 + 2))
+                return None
+            return _overflow(self.flavour, prompt, context, self.lmstudio_wording)
         return None
 
     def _deliver(
@@ -834,8 +899,12 @@ class FakeLLM:
         limits = [n for n in (_limit_of(request),) if n is not None]
         if context is not None:
             limits.append(context - len(tokens))  # generation stops at the end of the context
-        generation = _generate(step, min(limits) if limits else None)
         prompt = len(tokens)
+        if self.flavour == "ollama" and context is not None and prompt >= context:
+            prompt = context // 2 + 2  # what was kept of it, and all usage will say
+            tokens = tokens[-prompt:]
+            limits[-1] = context - prompt
+        generation = _generate(step, min(limits) if limits else None)
         with self._lock:
             slot = self._slot_for(request, tokens)
             cached = _common_prefix(self._slots[slot], tokens)
@@ -873,6 +942,8 @@ class FakeLLM:
             return self._lmstudio_get(path, loaded)
         if self.flavour == "llamacpp":
             return self._llamacpp_get(path)
+        if self.flavour == "ollama":
+            return self._ollama_get(path, loaded)
         if path == "/v1/models":
             data = [{"id": m, "object": "model", "owned_by": "fake"} for m in self.models]
             return 200, {"object": "list", "data": data}
@@ -940,6 +1011,61 @@ class FakeLLM:
             }
             entry["description"] = None
         return entry
+
+    def _ollama_get(self, path: str, loaded: dict[str, bool]) -> _Got:
+        """Ollama's answers (docs.ollama.com/api): `/api/version`, `/api/ps` with each loaded
+        model's allocated `context_length`, `/api/tags`, and its OpenAI list."""
+        if path == "/api/version":
+            return 200, {"version": "0.12.3"}
+        if path == "/v1/models":
+            data = [
+                {"id": m.id, "object": "model", "created": 1_700_000_000, "owned_by": "library"}
+                for m in self.catalogue
+            ]
+            return 200, {"object": "list", "data": data}
+        if path == "/api/ps":
+            running = [
+                {
+                    "name": m.id,
+                    "model": m.id,
+                    "size": 6_591_830_464,
+                    "digest": "a2af6cc3eb7f",
+                    "details": {
+                        "format": "gguf",
+                        "family": m.arch,
+                        "parameter_size": "4.3B",
+                        "quantization_level": m.quantization,
+                    },
+                    "expires_at": "2026-12-01T12:00:00Z",
+                    "size_vram": 6_591_830_464,
+                    "context_length": self._context(m),
+                }
+                for m in self.catalogue
+                if loaded.get(m.id)
+            ]
+            return 200, {"models": running}
+        if path == "/api/tags":
+            return 200, {"models": [{"name": m.id, "model": m.id} for m in self.catalogue]}
+        return None
+
+    def _ollama_show(self, raw: bytes) -> dict[str, Any] | None:
+        """POST /api/show: the model's Modelfile parameters (num_ctx if it sets one) and its
+        trained maximum in model_info (`<arch>.context_length`)."""
+        try:
+            name = json.loads(raw).get("model") or json.loads(raw).get("name")
+        except (ValueError, AttributeError):
+            return None
+        model = next((m for m in self.catalogue if m.id == name), None)
+        if model is None:
+            return None
+        parameters = 'stop "<|im_end|>"\ntemperature 0.6'
+        if model.context:
+            parameters = f"num_ctx {model.context}\n{parameters}"
+        return {
+            "parameters": parameters,
+            "details": {"format": "gguf", "family": model.arch},
+            "model_info": {f"{model.arch}.context_length": model.max_context},
+        }
 
     def _llamacpp_get(self, path: str) -> _Got:
         # llama-server serves one model: the first loaded chat model of the catalogue.

@@ -110,10 +110,32 @@ def test_sixty_turns_on_a_4096_context_each_reading_2kb_and_a_restart(workspace:
             {"models": [FakeModel("qwen2.5-7b-instruct", state="not-loaded")]},
             ("--model", "qwen2.5-7b-instruct"),
         ),
+        # LM Studio before 0.4.2x refuses with HTTP 400 and `{"error": "<a plain string>"}`
+        # (Gitlawb/openclaude#353 quotes the n_keep wording in full); openai-python's text
+        # for it is only "Error code: 400", the words are in the body.
+        (
+            "lmstudio",
+            {
+                "models": [FakeModel("qwen2.5-7b-instruct", state="not-loaded")],
+                "stream_errors": False,
+            },
+            ("--model", "qwen2.5-7b-instruct"),
+        ),
+        # LM Studio 0.3's wording, also a plain string (lmstudio-bug-tracker#546, #237).
+        (
+            "lmstudio",
+            {
+                "models": [FakeModel("qwen2.5-7b-instruct", state="not-loaded")],
+                "stream_errors": False,
+                "lmstudio_wording": "keep-first",
+            },
+            ("--model", "qwen2.5-7b-instruct"),
+        ),
         # A llama-server behind a proxy that does not pass /props on: nothing says its
         # context, and the person's guess is too large. It refuses with a 400.
         ("llamacpp", {"props": False}, ()),
     ],
+    ids=["lmstudio-stream", "lmstudio-400-n_keep", "lmstudio-400-keep-first", "llamacpp-400"],
 )
 def test_an_overflow_answer_mid_thread_compacts_once_and_the_turn_completes(
     workspace: Workspace, flavour: str, server: dict, flags: tuple[str, ...]
@@ -316,3 +338,57 @@ def test_a_pending_approval_survives_compaction_and_a_restart(workspace: Workspa
         last["messages"][-1]["role"] == "tool" and "new_sha256" in last["messages"][-1]["content"]
     )
     assert llm.prompt_tokens(last) + last["max_tokens"] <= 4096
+
+
+def test_sixty_turns_on_4096_survive_an_overflow_in_each_real_form(workspace: Workspace):
+    """The done-when of issue 21: three processes of twenty turns on one thread, each told
+    the context is 8192 while the server runs 4096, each meeting the server's refusal in one
+    of the three forms real servers send it:
+
+    1. LM Studio 0.4.2x: HTTP 200, one `event: error` (lmstudio-bug-tracker#2322);
+    2. LM Studio: HTTP 400 `{"error": "<plain string>"}`, n_keep wording (openclaude#353);
+    3. llama.cpp: HTTP 400 `exceed_context_size_error` with both counts (tools/server).
+    """
+    write_notes(workspace.root, 60)
+    name = "qwen2.5-7b-instruct"
+    model = LocalModel()
+    forms = [
+        ("lmstudio", {"stream_errors": True}),
+        ("lmstudio", {"stream_errors": False}),
+        ("llamacpp", {}),
+    ]
+    runs = []
+    with FakeLLM(
+        model, [FakeModel(name, state="not-loaded")], flavour="lmstudio", context=4096, props=False
+    ) as llm:
+        for segment, (flavour, knobs) in enumerate(forms):
+            llm.flavour, llm.stream_errors = flavour, knobs.get("stream_errors", True)
+            llm._loaded[name] = False  # LM Studio unloaded it (idle TTL): loads it again
+            before, answered = len(llm.requests), len(llm.cache_stats)
+            transcript = workspace.root.parent / f"t{segment}.jsonl"
+            run = workspace.run(
+                llm.base_url,
+                prompts(range(20 * segment, 20 * segment + 20)),
+                "--context-length", "8192", "--model", name,
+                "--transcript", str(transcript),
+                timeout=900,
+            )  # fmt: skip
+            refused = [r for r in llm.requests[before:] if llm.prompt_tokens(r) >= 4096]
+            whys = [e["why"] for e in events(transcript) if e["event"] == "compacted"]
+            runs.append((run, len(refused), whys))
+            # Learnt from the refusal: no later request of this process is over the context.
+            sent = llm.requests[before:]
+            if refused:
+                at = sent.index(refused[0])
+                later = zip(sent[at + 1 :], llm.cache_stats[answered + at :], strict=True)
+                for request, stat in later:
+                    assert stat.prompt_tokens + request["max_tokens"] <= 4096
+
+    for run, refused, whys in runs:
+        assert run.returncode == 0, run.stderr
+        assert "error:" not in run.stdout and "Traceback" not in run.stderr
+        # Each process met the refusal once, compacted for it, and learnt the context.
+        assert refused == 1
+        assert whys.count("overflow") == 1
+    answers = [line for run, *_ in runs for line in run.stdout.splitlines() if "agent> " in line]
+    assert answers == [f"agent> Read note{n:02}.md." for n in range(60)]

@@ -25,11 +25,12 @@ from core.budget import (
     overflow_sizes,
     pending_call_index,
     plan_compaction,
-    split_reasoning,
     summary_prompt,
     transcript,
 )
-from fake_llm import FakeLLM
+from core.reasoning import split_reasoning
+from core.server_errors import one_line, server_words
+from fake_llm import FakeLLM, reply
 
 # -- estimates and the budget -------------------------------------------------------------
 
@@ -63,8 +64,10 @@ def test_default_max_tokens_fits_the_context() -> None:
 def test_budget_arithmetic() -> None:
     budget = Budget.for_context(4096)
     assert budget.max_tokens == 1024 and budget.prompt_limit == 3072
-    assert budget.compact_at == 2304
-    assert budget.needs_compaction(2305) and not budget.needs_compaction(2304)
+    # Past nine tenths of the prompt limit (issue 21: at three quarters, a 4096 context with
+    # a 2 KB file a turn compacted at every turn).
+    assert budget.compact_at == 2764
+    assert budget.needs_compaction(2765) and not budget.needs_compaction(2764)
     with pytest.raises(ValueError, match="no room for a prompt"):
         Budget(2048, 2048)
     with pytest.raises(ValueError, match="share"):
@@ -300,8 +303,62 @@ def test_the_stand_ins_refusals_reach_the_client_as_overflows(
         with pytest.raises(openai.APIError) as caught:
             model.invoke("please read all of these files " * 20)
         prompt = llm.prompt_tokens(llm.requests[0])
-    assert is_context_overflow(str(caught.value))
-    assert overflow_sizes(str(caught.value)) == (prompt, 64)
+    words = server_words(caught.value)
+    assert is_context_overflow(words)
+    assert overflow_sizes(words) == (prompt, 64)
+
+
+# LM Studio answers an overflow with HTTP 400 and `{"error": "<a plain string>"}`:
+# Gitlawb/openclaude#353 quotes `400 {"error":"The number of tokens to keep from the initial
+# prompt is greater than the context length (n_keep: 13055>= n_ctx: 4096)..."}`; 0.3.x said
+# "Trying to keep the first N tokens when context the overflows" (lmstudio-bug-tracker#546).
+# openai-python puts only a dict error's message in the exception text, so the text is
+# "Error code: 400" and the words are in error.body (openai/_base_client.py).
+@pytest.mark.parametrize("wording", ["n_keep", "keep-first"])
+def test_lm_studios_plain_string_overflow_is_read_from_the_body(wording: str) -> None:
+    with FakeLLM(
+        [], flavour="lmstudio", context=64, lmstudio_wording=wording, stream_errors=False
+    ) as llm:
+        model = ChatOpenAI(
+            base_url=llm.base_url,
+            api_key="x",
+            model="fake-model",
+            streaming=True,
+            max_retries=0,
+            timeout=5,
+        )
+        with pytest.raises(openai.APIStatusError) as caught:
+            model.invoke("please read all of these files " * 20)
+        prompt = llm.prompt_tokens(llm.requests[0])
+    assert caught.value.status_code == 400
+    assert not is_context_overflow(str(caught.value))  # the client's text says nothing
+    assert is_context_overflow(server_words(caught.value))
+    assert overflow_sizes(server_words(caught.value)) == (prompt, 64)
+
+
+def test_a_servers_own_words_for_a_crash_are_read_from_the_body() -> None:
+    """LM Studio's 500 carries its reason as a plain string, like its 400s."""
+    crash = reply(status=500, error="Model crashed unexpectedly")
+    with FakeLLM([crash], flavour="lmstudio") as llm:
+        model = ChatOpenAI(
+            base_url=llm.base_url,
+            api_key="x",
+            model="fake-model",
+            streaming=True,
+            max_retries=0,
+            timeout=5,
+        )
+        with pytest.raises(openai.APIStatusError) as caught:
+            model.invoke("hello")
+    assert str(caught.value) == "Error code: 500"
+    assert server_words(caught.value) == "Model crashed unexpectedly"
+    assert not is_context_overflow(server_words(caught.value))
+
+
+def test_one_line_flattens_and_cuts_visibly() -> None:
+    assert one_line("a\n  b\tc") == "a b c"
+    cut = one_line("word " * 100, limit=20)
+    assert len(cut) == 20 and cut.endswith("…")
 
 
 # -- reasoning and the summary ----------------------------------------------------------------
