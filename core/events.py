@@ -118,6 +118,14 @@ class Undone:
 
 
 @dataclass(frozen=True)
+class Notice:
+    """A line of ours about the thread, not the model's: what opening it finishes first (a
+    run or an undo a crash cut off)."""
+
+    text: str
+
+
+@dataclass(frozen=True)
 class Failed:
     """The run failed: `text` is one line the person can act on. With `fatal`, the session
     raises the error after this event (--verbose, or a replay that drifted)."""
@@ -138,5 +146,6 @@ Event = (
     | Compacted
     | Paused
     | Undone
+    | Notice
     | Failed
 )

@@ -7,7 +7,6 @@ read as well as the graph's view, and such a thread is reported, loudly, as unab
 
 from __future__ import annotations
 
-import re
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -22,6 +21,7 @@ from core.ledger import recorded_answer
 from core.messages import last_human_text, unanswered_calls
 from core.questions import QUESTION_KIND, is_question, is_resumable_question
 from core.text import format_call
+from core.thread_names import escaped
 from core.tool_groups import WRITE_TOOLS
 from store.base import Store
 
@@ -39,20 +39,6 @@ PERSON_UPDATE = "person_update"
 
 # One request may take this many model calls before the turn is stopped for the person.
 MAX_MODEL_CALLS_PER_TURN = 25
-
-
-# A thread name a front-end that takes names from strangers (the HTTP service) accepts: it is
-# a key in the store and part of URLs and log lines, so no separators, no dots-only names, no
-# control characters and a bounded length.
-THREAD_NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.-]{0,63}")
-THREAD_NAME_RULE = "1-64 letters, digits, '.', '_' or '-', starting with a letter or digit"
-
-
-def thread_name_problem(name: str) -> str | None:
-    """Why `name` is not a thread name a stranger may use; None when it is."""
-    if THREAD_NAME.fullmatch(name) and ".." not in name:
-        return None
-    return f"{name[:80]!r} is not a thread name ({THREAD_NAME_RULE})"
 
 
 def thread_config(name: str) -> dict[str, Any]:
@@ -177,16 +163,19 @@ def resume_problem(
 def cannot_resume_message(view: ThreadView) -> str:
     waits = ", ".join(format_call(c.get("name"), c.get("args"), 60) for c in view.waiting)
     waited = f"; it was waiting for approval of {waits}" if waits else ""
+    name = escaped(view.name)
     return (
-        f"thread '{view.name}' cannot be resumed: {view.problem}{waited}. Nothing was run. "
-        f"Run `fsagent threads reset {view.name}` to cancel what it waits for and go on with it"
+        f"thread '{name}' cannot be resumed: {view.problem}{waited}. Nothing was run. "
+        f"Run `fsagent threads reset {name}` to cancel what it waits for and go on with it"
     )
 
 
 async def require_thread(app: CompiledStateGraph, name: str) -> ThreadView:
     view = await view_thread(app, name)
     if view is None:
-        raise ThreadError(f"no thread named '{name}' in this file; `fsagent threads` lists them")
+        raise ThreadError(
+            f"no thread named '{escaped(name)}' in this file; `fsagent threads` lists them"
+        )
     return view
 
 

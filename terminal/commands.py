@@ -23,6 +23,7 @@ from core.questions import QUESTION_KIND
 from core.session import ThreadSession
 from core.summary import Summary
 from core.text import format_call, format_result
+from core.thread_names import escaped
 from core.threads import (
     IDLE,
     INTERRUPTED,
@@ -49,7 +50,7 @@ def local_time(stamp: str) -> str:
 
 def status_text(view: ThreadView) -> str:
     if view.problem:
-        return f"{view.status} (cannot resume: run fsagent threads reset {view.name})"
+        return f"{view.status} (cannot resume: run fsagent threads reset {escaped(view.name)})"
     if view.status == INTERRUPTED:
         return f"{INTERRUPTED} (at {', '.join(view.steps)}; opening it finishes the run)"
     return view.status
@@ -70,11 +71,11 @@ async def list_threads(store: Store, app: CompiledStateGraph) -> int:
     if not views:
         print(f"No threads in {store.location}.")
         return 0
-    width = max(len("NAME"), *(len(v.name) for v in views))
+    width = max(len("NAME"), *(len(escaped(v.name)) for v in views))
     print(f"{'NAME':<{width}}  {'MESSAGES':>8}  {'LAST ACTIVITY':<16}  STATUS")
     for view in views:
         print(
-            f"{view.name:<{width}}  {len(view.messages):>8}  "
+            f"{escaped(view.name):<{width}}  {len(view.messages):>8}  "
             f"{local_time(view.last_activity):<16}  {status_text(view)}"
         )
         for line in call_lines(view):
@@ -84,7 +85,7 @@ async def list_threads(store: Store, app: CompiledStateGraph) -> int:
 
 async def show_thread(app: CompiledStateGraph, name: str) -> int:
     view = await require_thread(app, name)
-    print(f"Thread '{name}': {len(view.messages)} messages, {status_text(view)}")
+    print(f"Thread '{escaped(name)}': {len(view.messages)} messages, {status_text(view)}")
     for message in view.messages:
         if isinstance(message, HumanMessage):
             print(f"you> {content_text(message.content)}")
@@ -116,7 +117,7 @@ async def remove_thread(store: Store, app: CompiledStateGraph, name: str, ask: b
     """Delete a thread; on a terminal, asks first unless `ask` is False (-y)."""
     view = await require_thread(app, name)
     if ask and sys.stdin.isatty():
-        question = f"Delete thread '{name}' ({len(view.messages)} messages)? [y/N] "
+        question = f"Delete thread '{escaped(name)}' ({len(view.messages)} messages)? [y/N] "
         try:
             answer = confirm(question)
         except KeyboardInterrupt:
@@ -126,7 +127,7 @@ async def remove_thread(store: Store, app: CompiledStateGraph, name: str, ask: b
             print("Kept.")
             return 1
     await store.forget(name)
-    print(f"Deleted thread '{name}'.")
+    print(f"Deleted thread '{escaped(name)}'.")
     return 0
 
 
@@ -147,11 +148,11 @@ def confirm(question: str) -> str:
 async def reset_thread(store: Store, app: CompiledStateGraph, name: str) -> int:
     view = await require_thread(app, name)
     if view.status == IDLE and not view.problem:
-        print(f"Thread '{name}' is idle; nothing to reset.")
+        print(f"Thread '{escaped(name)}' is idle; nothing to reset.")
         return 0
     why = "the person cancelled it with `fsagent threads reset`"
     answers = await close_run(app, store, name, why)
-    print(f"Thread '{name}' reset: it takes new prompts.")
+    print(f"Thread '{escaped(name)}' reset: it takes new prompts.")
     for line in call_lines(view, "  cancelled "):
         print(line)
     if answers and not view.waiting:
@@ -168,9 +169,13 @@ async def list_approvals(store: Store, app: CompiledStateGraph) -> int:
         print("No pending approvals.")
         return 0
     for view in views:
-        note = f" (cannot resume: run fsagent threads reset {view.name})" if view.problem else ""
+        note = (
+            f" (cannot resume: run fsagent threads reset {escaped(view.name)})"
+            if view.problem
+            else ""
+        )
         asks = " (a question)" if view.kind == QUESTION_KIND else ""
-        print(f"{view.name}{asks}{note}")
+        print(f"{escaped(view.name)}{asks}{note}")
         for line in call_lines(view, "  "):
             print(line)
     print("Decide with: fsagent approve NAME [--call ID] or fsagent deny NAME [--reason TEXT]")
@@ -186,7 +191,7 @@ async def waiting_view(app: CompiledStateGraph, name: str) -> ThreadView:
     if view.problem:
         raise StartupError(cannot_resume_message(view))
     if not view.waiting:
-        raise ThreadError(f"thread '{name}' is not waiting for approval ({view.status})")
+        raise ThreadError(f"thread '{escaped(name)}' is not waiting for approval ({view.status})")
     return view
 
 
@@ -274,8 +279,8 @@ async def undoable_view(app: CompiledStateGraph, name: str) -> ThreadView:
         raise StartupError(cannot_resume_message(view))
     if view.status != IDLE:
         raise ThreadError(
-            f"thread '{name}' is {view.status}; open it (fsagent --thread {name}) or answer it "
-            "first, then undo"
+            f"thread '{escaped(name)}' is {view.status}; open it (fsagent --thread "
+            f"{escaped(name)}) or answer it first, then undo"
         )
     return view
 
