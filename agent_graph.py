@@ -96,7 +96,7 @@ def build_graph(
     tools = questions.with_ask_person(tools)  # the model may always ask the person
     context = context or ContextKeeper(model, offered_tools(tools), budget=None)
     tools_by_name = {tool.name: tool for tool in tools}
-    first_root = str(policy.roots[0])
+    first_root = str(policy.roots[0])  # relative paths in undo records are read against it
     schemas = {tool.name: approval.tool_schema(tool) for tool in tools}
 
     async def router(state: AgentState) -> dict[str, Any]:
@@ -161,78 +161,14 @@ def build_graph(
         writes = approval.writes_to_review(message, schemas, state.get("route"))
         return Command(goto="approve" if writes else "tools", update={"approvals": answers})
 
-    def approve(state: AgentState) -> Command:
-        # Runs again from the top on resume: nothing before interrupt() may have an effect,
-        # and what rules, mode and grants decide must come out the same both times.
-        message = last_ai_message(state.get("messages", []))
-        assert message is not None, "approve is only reached after a model message"
-        grants = list(state.get("grants") or [])
-        calls = approval.writes_to_review(message, schemas, state.get("route"))
-        approvals = dict(state.get("approvals") or {})  # the answers to questions, if any
-        for call in calls:
-            record = approval.decide_without_person(call, policy, mode, grants)
-            if record is not None:
-                approvals[call["id"]] = record
-        for_person = [call for call in calls if call["id"] not in approvals]
-        if for_person:
-            payload = approval.approval_payload(state.get("route", "general"), for_person)
-            decided = approval.record_decisions(interrupt(payload), for_person, schemas)
-            approvals |= decided
-            grants += new_grants(for_person, decided, grants)
-        # Always through `tools`: it records every decision in the audit log, answers each
-        # call (rejections included) and runs the reads beside them.
-        return Command(goto="tools", update={"approvals": approvals, "grants": grants})
+    def approve_node(state: AgentState) -> Command:
+        return approve(state, schemas=schemas, policy=policy, mode=mode)
 
-    def new_grants(
-        calls: list[dict[str, Any]], decided: dict[str, Any], grants: list[dict[str, str]]
-    ) -> list[dict[str, str]]:
-        added: list[dict[str, str]] = []
-        for call in calls:
-            if decided[call["id"]].get("decision") != "grant":
-                continue
-            grant = policy.grant_for(call)
-            if grant is not None and grant not in grants + added:
-                added.append(grant)
-        return added
-
-    async def run_tools(state: AgentState, config: RunnableConfig) -> dict[str, Any]:
-        message = last_ai_message(state.get("messages", []))
-        assert message is not None, "tools is only reached after a model message"
-        approvals = state.get("approvals") or {}
+    async def tools_node(state: AgentState, config: RunnableConfig) -> dict[str, Any]:
         thread = str(config["configurable"]["thread_id"])
-        if store is not None:
-            await store.record_audit(rows_for(thread, message, approvals))
-        results = []
-        route = state.get("route")
-        turn = state.get("turn", 0)
-        for call in message.tool_calls:
-            refusal = approval.answer_without_running(call, approvals, schemas, route)
-            if refusal is None and call["name"] == ASK_PERSON:
-                refusal = questions.answer_message(call, approvals.get(call["id"]))
-            results.append(
-                refusal or await run_call(call, approvals, str(message.id), thread, turn)
-            )
-        results += [approval.answer_invalid_call(c) for c in message.invalid_tool_calls]
-        return {"messages": results, "approvals": {}}
-
-    async def run_call(
-        call: dict[str, Any], approvals: dict[str, Any], message_id: str, thread: str, turn: int
-    ) -> Any:
-        def run() -> Any:
-            return _run_call(call, approvals, tools_by_name)
-
-        if store is None or call["name"] not in WRITE_TOOLS:
-            return await run()
-        args = _call_args(call, approvals)
-
-        async def keep() -> None:
-            used = await store.undo_bytes(thread)
-            record, size = await capture(call["name"], args, tools_by_name, first_root, used)
-            await store.keep_undo(
-                thread, message_id, call["id"], turn, call["name"], args, record, size
-            )
-
-        return await run_write_once(store, thread, message_id, call, args, run, keep)
+        return await run_tools(
+            state, thread, tools=tools_by_name, schemas=schemas, store=store, root=first_root
+        )
 
     def back_to_agent(state: AgentState) -> str:
         return f"agent_{state.get('route', 'general')}"
@@ -243,8 +179,8 @@ def build_graph(
         graph.add_node(f"agent_{group}", make_agent(group))
         graph.add_conditional_edges(f"agent_{group}", after_agent, ["ask", "approve", "tools", END])
     graph.add_node("ask", ask, destinations=("approve", "tools"))
-    graph.add_node("approve", approve, destinations=("tools",))
-    graph.add_node("tools", run_tools)
+    graph.add_node("approve", approve_node, destinations=("tools",))
+    graph.add_node("tools", tools_node)
     graph.add_node(PERSON_UPDATE, lambda state: {})
     graph.add_edge(PERSON_UPDATE, END)
     graph.add_edge(START, "router")
@@ -253,6 +189,117 @@ def build_graph(
     )
     graph.add_conditional_edges("tools", back_to_agent, [f"agent_{g}" for g in ROUTES])
     return graph.compile(checkpointer=checkpointer)
+
+
+# --- the approve and tools steps, as plain functions of their inputs -----------------------
+
+
+def approve(
+    state: AgentState,
+    *,
+    schemas: dict[str, Any],
+    policy: Policy,
+    mode: str,
+    ask: Callable[[dict[str, Any]], Any] = interrupt,
+) -> Command:
+    """The approve step: rules, mode and grants decide what they can; the rest of the batch
+    goes to the person in one `ask` (LangGraph's interrupt in the graph), whose answer is the
+    resume value. Always on to `tools`."""
+    # Runs again from the top on resume: nothing before interrupt() may have an effect,
+    # and what rules, mode and grants decide must come out the same both times.
+    message = last_ai_message(state.get("messages", []))
+    assert message is not None, "approve is only reached after a model message"
+    grants = list(state.get("grants") or [])
+    calls = approval.writes_to_review(message, schemas, state.get("route"))
+    approvals = dict(state.get("approvals") or {})  # the answers to questions, if any
+    for call in calls:
+        record = approval.decide_without_person(call, policy, mode, grants)
+        if record is not None:
+            approvals[call["id"]] = record
+    for_person = [call for call in calls if call["id"] not in approvals]
+    if for_person:
+        payload = approval.approval_payload(state.get("route", "general"), for_person)
+        decided = approval.record_decisions(ask(payload), for_person, schemas)
+        approvals |= decided
+        grants += new_grants(policy, for_person, decided, grants)
+    # Always through `tools`: it records every decision in the audit log, answers each
+    # call (rejections included) and runs the reads beside them.
+    return Command(goto="tools", update={"approvals": approvals, "grants": grants})
+
+
+def new_grants(
+    policy: Policy,
+    calls: list[dict[str, Any]],
+    decided: dict[str, Any],
+    grants: list[dict[str, str]],
+) -> list[dict[str, str]]:
+    added: list[dict[str, str]] = []
+    for call in calls:
+        if decided[call["id"]].get("decision") != "grant":
+            continue
+        grant = policy.grant_for(call)
+        if grant is not None and grant not in grants + added:
+            added.append(grant)
+    return added
+
+
+async def run_tools(
+    state: AgentState,
+    thread: str,
+    *,
+    tools: dict[str, BaseTool],
+    schemas: dict[str, Any],
+    store: Store | None,
+    root: str,
+) -> dict[str, Any]:
+    """The tools step: the audit rows of the batch's decisions, then one answer for every
+    call of the last model message: reads run, approved writes run (at most once per thread,
+    with a `store`), the rest are answered without running."""
+    message = last_ai_message(state.get("messages", []))
+    assert message is not None, "tools is only reached after a model message"
+    approvals = state.get("approvals") or {}
+    if store is not None:
+        await store.record_audit(rows_for(thread, message, approvals))
+    results = []
+    route = state.get("route")
+    turn = state.get("turn", 0)
+    for call in message.tool_calls:
+        refusal = approval.answer_without_running(call, approvals, schemas, route)
+        if refusal is None and call["name"] == ASK_PERSON:
+            refusal = questions.answer_message(call, approvals.get(call["id"]))
+        ran = refusal or await run_call(
+            call, approvals, str(message.id), thread, turn, tools, store, root
+        )
+        results.append(ran)
+    results += [approval.answer_invalid_call(c) for c in message.invalid_tool_calls]
+    return {"messages": results, "approvals": {}}
+
+
+async def run_call(
+    call: dict[str, Any],
+    approvals: dict[str, Any],
+    message_id: str,
+    thread: str,
+    turn: int,
+    tools: dict[str, BaseTool],
+    store: Store | None,
+    root: str,
+) -> Any:
+    def run() -> Any:
+        return _run_call(call, approvals, tools)
+
+    if store is None or call["name"] not in WRITE_TOOLS:
+        return await run()
+    args = _call_args(call, approvals)
+
+    async def keep() -> None:
+        used = await store.undo_bytes(thread)
+        record, size = await capture(call["name"], args, tools, root, used)
+        await store.keep_undo(
+            thread, message_id, call["id"], turn, call["name"], args, record, size
+        )
+
+    return await run_write_once(store, thread, message_id, call, args, run, keep)
 
 
 def _summary(state: AgentState) -> Summary | None:
