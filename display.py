@@ -31,6 +31,7 @@ from terminal.question import QUESTION_ANSWERS, answer_questions
 from terminal.review import ANSWER_WORDS, PIPED_ANSWERS, NotAnAnswer, review
 from terminal.slash import QUIT, CommandContext, command_word, grant_lines, run_command
 from terminal.steps import StepPrinter, show_run
+from terminal.undo import undo_command  # noqa: F401  (imported, it registers /undo)
 
 QUIT_WORDS = frozenset({"quit", "exit"})
 CTRL_C = 130  # the exit code of a session Ctrl-C ended, as a shell reports it
