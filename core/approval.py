@@ -1,4 +1,4 @@
-"""The approval contract of DESIGN.md, as pure functions.
+"""The approval contract of docs/design.md, as pure functions.
 
 What a paused thread asks (the versioned payload), what a resume must carry (decisions keyed by
 call id), how a decision is recorded in state, and the ToolMessages the model reads for a call

@@ -103,7 +103,7 @@ class Compacted:
 
 @dataclass(frozen=True)
 class Paused:
-    """The run stopped for approval: `payload` is the approval contract's (DESIGN.md)."""
+    """The run stopped for approval: `payload` is the approval contract's (docs/design.md)."""
 
     payload: dict[str, Any]
 
