@@ -86,7 +86,7 @@ def build_graph(
     store: Store | None = None,
     context: ContextKeeper | None = None,
     max_model_calls: int = MAX_MODEL_CALLS_PER_TURN,
-) -> CompiledStateGraph:
+) -> CompiledStateGraph[Any, Any, Any, Any]:
     """The approval graph. With a `store`, every decision is audited there, every write
     call runs at most once per thread, however often the tools step itself runs again (a
     resume after a crash), and what each write replaces is kept there first, for undo.
@@ -146,7 +146,7 @@ def build_graph(
             return "approve"
         return "tools"
 
-    def ask(state: AgentState) -> Command:
+    def ask(state: AgentState) -> Command[str]:
         # Like approve: pure before interrupt(), so running again on resume changes nothing.
         # A question is not a write: --approve yes does not answer it, --approve no means
         # no one is asked.
@@ -161,7 +161,7 @@ def build_graph(
         writes = approval.writes_to_review(message, schemas, state.get("route"))
         return Command(goto="approve" if writes else "tools", update={"approvals": answers})
 
-    def approve_node(state: AgentState) -> Command:
+    def approve_node(state: AgentState) -> Command[str]:
         return approve(state, schemas=schemas, policy=policy, mode=mode)
 
     async def tools_node(state: AgentState, config: RunnableConfig) -> dict[str, Any]:
@@ -201,7 +201,7 @@ def approve(
     policy: Policy,
     mode: str,
     ask: Callable[[dict[str, Any]], Any] = interrupt,
-) -> Command:
+) -> Command[str]:
     """The approve step: rules, mode and grants decide what they can; the rest of the batch
     goes to the person in one `ask` (LangGraph's interrupt in the graph), whose answer is the
     resume value. Always on to `tools`."""

@@ -16,14 +16,13 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from langchain_core.tools import BaseTool
-from langgraph.graph.state import CompiledStateGraph
 
 from core import events
 from core.context import ContextKeeper
 from core.errors import StartupError
 from core.session import ThreadSession
 from core.thread_names import name_to_open
-from core.threads import INTERRUPTED, ThreadView, cannot_resume_message
+from core.threads import INTERRUPTED, Graph, ThreadView, cannot_resume_message
 from store.base import Store, UndoRun
 
 
@@ -31,7 +30,7 @@ from store.base import Store, UndoRun
 class ThreadParts:
     """What every thread of one process is opened with."""
 
-    app: CompiledStateGraph
+    app: Graph
     store: Store
     base_url: str
     tools: list[BaseTool] = field(default_factory=list)

@@ -11,6 +11,8 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from langchain_core.messages import AnyMessage, ToolMessage
+from langchain_core.runnables import RunnableConfig
+from langgraph.checkpoint.base import BaseCheckpointSaver
 from langgraph.graph import END
 from langgraph.graph.state import CompiledStateGraph
 from langgraph.types import StateSnapshot
@@ -41,13 +43,17 @@ PERSON_UPDATE = "person_update"
 MAX_MODEL_CALLS_PER_TURN = 25
 
 
-def thread_config(name: str) -> dict[str, Any]:
-    return {"configurable": {"thread_id": name}}
+# The graph a thread is read and run on; its state is untyped here (agent_graph has it).
+Graph = CompiledStateGraph[Any, Any, Any, Any]
 
 
-def run_config(thread: str) -> dict[str, Any]:
+def thread_config(name: str) -> RunnableConfig:
+    return RunnableConfig(configurable={"thread_id": name})
+
+
+def run_config(thread: str) -> RunnableConfig:
     """The config a run of the graph on `thread` takes, whoever starts it."""
-    return {**thread_config(thread), "recursion_limit": recursion_limit()}
+    return RunnableConfig(configurable={"thread_id": thread}, recursion_limit=recursion_limit())
 
 
 def recursion_limit(max_model_calls: int = MAX_MODEL_CALLS_PER_TURN) -> int:
@@ -73,11 +79,11 @@ class ThreadView:
         return last_human_text(self.messages)
 
 
-async def view_thread(app: CompiledStateGraph, name: str) -> ThreadView | None:
+async def view_thread(app: Graph, name: str) -> ThreadView | None:
     """The thread as stored, judged from the raw checkpoint as well as the graph's view: a
     step the graph no longer has is invisible to `aget_state` (no next, no interrupts)."""
     config = thread_config(name)
-    assert app.checkpointer is not None and app.checkpointer is not True
+    assert isinstance(app.checkpointer, BaseCheckpointSaver)
     raw = await app.checkpointer.aget_tuple(config)
     if raw is None:
         return None
@@ -140,12 +146,13 @@ def pending_approval(snapshot: StateSnapshot | None) -> dict[str, Any] | None:
 def approval_among(interrupts: Any) -> dict[str, Any] | None:
     for interrupt in interrupts:
         if is_pause(interrupt.value):
-            return interrupt.value
+            payload: dict[str, Any] = interrupt.value
+            return payload
     return None
 
 
 def resume_problem(
-    app: CompiledStateGraph, steps: list[str], payloads: list[Any], snapshot: StateSnapshot
+    app: Graph, steps: list[str], payloads: list[Any], snapshot: StateSnapshot
 ) -> str | None:
     for step in steps:
         if step not in app.nodes:
@@ -161,7 +168,7 @@ def resume_problem(
 
 
 def cannot_resume_message(view: ThreadView) -> str:
-    waits = ", ".join(format_call(c.get("name"), c.get("args"), 60) for c in view.waiting)
+    waits = ", ".join(format_call(c.get("name") or "?", c.get("args"), 60) for c in view.waiting)
     waited = f"; it was waiting for approval of {waits}" if waits else ""
     name = escaped(view.name)
     return (
@@ -170,7 +177,7 @@ def cannot_resume_message(view: ThreadView) -> str:
     )
 
 
-async def require_thread(app: CompiledStateGraph, name: str) -> ThreadView:
+async def require_thread(app: Graph, name: str) -> ThreadView:
     view = await view_thread(app, name)
     if view is None:
         raise ThreadError(
@@ -179,12 +186,12 @@ async def require_thread(app: CompiledStateGraph, name: str) -> ThreadView:
     return view
 
 
-async def all_views(store: Store, app: CompiledStateGraph) -> list[ThreadView]:
+async def all_views(store: Store, app: Graph) -> list[ThreadView]:
     views = [await view_thread(app, name) for name in await store.thread_names()]
     return [view for view in views if view is not None]
 
 
-async def waiting_views(store: Store, app: CompiledStateGraph) -> list[ThreadView]:
+async def waiting_views(store: Store, app: Graph) -> list[ThreadView]:
     """Every thread waiting for approval, judged from its checkpoint: each view has the calls
     (`waiting`), the request that caused them (`request`) and, if this version cannot resume
     it, why (`problem`)."""
@@ -206,9 +213,7 @@ async def closing_answer(
     return cut_off_answer(call, why)
 
 
-async def close_run(
-    app: CompiledStateGraph, store: Store, thread: str, why: str
-) -> list[ToolMessage]:
+async def close_run(app: Graph, store: Store, thread: str, why: str) -> list[ToolMessage]:
     """Leave the thread idle and consistent: drop the steps it was due to run (a pending
     approval included) and store an answer for every call left without one, so `threads
     show` and the next model request agree. Returns the answers stored."""
