@@ -30,6 +30,7 @@ from langgraph.graph.state import CompiledStateGraph
 from langgraph.types import Command, interrupt
 
 from core import approval, questions
+from core.approval import ToolCall
 from core.audit import rows_for
 from core.context import ContextKeeper, Sent, announce_compaction, with_route
 from core.ledger import run_write_once
@@ -229,7 +230,7 @@ def approve(
 
 def new_grants(
     policy: Policy,
-    calls: list[dict[str, Any]],
+    calls: list[ToolCall],
     decided: dict[str, Any],
     grants: list[dict[str, str]],
 ) -> list[dict[str, str]]:
@@ -266,7 +267,7 @@ async def run_tools(
     for call in message.tool_calls:
         refusal = approval.answer_without_running(call, approvals, schemas, route)
         if refusal is None and call["name"] == ASK_PERSON:
-            refusal = questions.answer_message(call, approvals.get(call["id"]))
+            refusal = questions.answer_message(call, approvals.get(str(call["id"])))
         ran = refusal or await run_call(
             call, approvals, str(message.id), thread, turn, tools, store, root
         )
@@ -276,7 +277,7 @@ async def run_tools(
 
 
 async def run_call(
-    call: dict[str, Any],
+    call: ToolCall,
     approvals: dict[str, Any],
     message_id: str,
     thread: str,
@@ -326,7 +327,7 @@ def _step_limit_message(limit: int) -> AIMessage:
     )
 
 
-def _call_args(call: dict[str, Any], approvals: dict[str, Any]) -> Any:
+def _call_args(call: ToolCall, approvals: dict[str, Any]) -> Any:
     """The arguments a call runs with: the person's, when they edited a write."""
     if call["name"] not in WRITE_TOOLS:
         return call["args"]
@@ -334,7 +335,7 @@ def _call_args(call: dict[str, Any], approvals: dict[str, Any]) -> Any:
 
 
 async def _run_call(
-    call: dict[str, Any], approvals: dict[str, Any], tools_by_name: dict[str, BaseTool]
+    call: ToolCall, approvals: dict[str, Any], tools_by_name: dict[str, BaseTool]
 ) -> Any:
     record = approvals.get(call["id"]) or {}
     args = _call_args(call, approvals)

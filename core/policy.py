@@ -19,6 +19,7 @@ from __future__ import annotations
 import os
 import re
 import tomllib
+from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -145,7 +146,7 @@ class Policy:
 
     # --- grants --------------------------------------------------------------------------
 
-    def grant_for(self, call: dict[str, Any]) -> Grant | None:
+    def grant_for(self, call: Mapping[str, Any]) -> Grant | None:
         """The grant `a` gives for this call: its tool in the folder of its (first) path."""
         located = locate(call["args"].get(path_arguments(call["name"])[0]), self.roots)
         if located is None:
@@ -156,7 +157,7 @@ class Policy:
         shown = folder.relative_to(root).as_posix()
         return {"tool": call["name"], "folder": str(folder), "shown": shown + "/"}
 
-    def covering_grant(self, call: dict[str, Any], grants: list[Grant]) -> Grant | None:
+    def covering_grant(self, call: Mapping[str, Any], grants: list[Grant]) -> Grant | None:
         """The grant that covers this call: same tool, every path inside its folder."""
         for grant in grants:
             if grant.get("tool") == call["name"] and self.inside(call, Path(grant["folder"])):
