@@ -37,6 +37,7 @@ if TYPE_CHECKING:
     from core.budget import Budget
     from core.context import ContextKeeper
     from core.models import ModelChoice
+    from core.opening import ThreadParts
     from core.policy import Policy
     from core.tools import ToolServer
     from store.base import Store
@@ -530,42 +531,51 @@ async def chat(settings: Settings) -> int:
     screen = screen_kind(plain=settings.plain)
     async with launch(settings) as launched:
         # The agent's heavy imports, while the server process imports the MCP SDK.
-        import display
-        from core.session import ThreadSession
+        import display  # noqa: F401
+        from core.opening import open_thread
+        from core.thread_names import name_to_open
         from store import open_store
 
-        async with open_store(settings.db) as store, store.hold(settings.thread):
-            await store.record_thread_settings(settings.thread, started_with(settings, launched))
-            if not settings.read_only:
-                # Before waiting for LM Studio and the tools: a thread that cannot go on is
-                # the news.
-                await check_resumable(store, settings.thread)
-            import_while_waiting(screen)
-            async with open_agent(settings, launched, store) as agent:
-                session = ThreadSession(
-                    agent.app,
-                    settings.thread,
-                    store,
-                    base_url=settings.base_url,
-                    tools=agent.tools,
-                    context=agent.context,
-                    verbose=settings.verbose,
-                )
-                with open_transcript(settings.transcript) as transcript:
-                    term = open_terminal(screen, transcript, root_redactions(settings.roots))
-                    return await display.run_session(
-                        session,
-                        term,
-                        tool_count=len(agent.tools),
-                        approve_mode=settings.approve,
-                        policy=agent.policy,
-                        strict=settings.strict,
-                        model_line=display.model_line(
-                            agent.choice, agent.context, verbose=settings.verbose
-                        ),
-                        show_reasoning=not settings.hide_reasoning,
+        async with open_store(settings.db) as store:
+            thread = await name_to_open(store, settings.thread)  # before a row is made
+            async with store.hold(thread):
+                if not settings.read_only:
+                    # Before waiting for LM Studio and the tools: a thread that cannot go on
+                    # is the news.
+                    await check_resumable(store, thread)
+                import_while_waiting(screen)
+                async with open_agent(settings, launched, store) as agent:
+                    # A conversation may go on in other folders; what it left waiting is
+                    # bound to its previews by the server's precondition all the same.
+                    session = await open_thread(
+                        agent.parts,
+                        thread,
                         roots=launched.roots,
+                        started_with=started_with(settings, launched),
+                        other_roots=True,
                     )
+                    return await talk(settings, session, agent, launched, screen)
+
+
+async def talk(
+    settings: Settings, session: Any, agent: Agent, launched: Launched, screen: str
+) -> int:
+    """The session at the person's terminal, on a thread opened for it."""
+    import display
+
+    with open_transcript(settings.transcript) as transcript:
+        term = open_terminal(screen, transcript, root_redactions(settings.roots))
+        return await display.run_session(
+            session,
+            term,
+            tool_count=len(agent.tools),
+            approve_mode=settings.approve,
+            policy=agent.policy,
+            strict=settings.strict,
+            model_line=display.model_line(agent.choice, agent.context, verbose=settings.verbose),
+            show_reasoning=not settings.hide_reasoning,
+            roots=launched.roots,
+        )
 
 
 def open_terminal(screen: str, transcript: Any, redactions: list[tuple[str, str]]) -> Any:
@@ -634,6 +644,7 @@ class Agent:
     server: ToolServer
     choice: ModelChoice
     context: ContextKeeper
+    parts: ThreadParts  # what core.opening opens each thread of this agent with
 
 
 @asynccontextmanager
@@ -641,6 +652,7 @@ async def open_agent(settings: Settings, launched: Launched, store: Store) -> As
     """Everything a run needs: the model, our MCP server's tools, and the graph on the store,
     whose write calls go through its ledger."""
     from core.context import ContextKeeper
+    from core.opening import ThreadParts
     from core.questions import with_ask_person
     from core.tool_groups import ALLOWED_TOOLS
     from core.tool_schemas import offered_tools
@@ -670,7 +682,8 @@ async def open_agent(settings: Settings, launched: Launched, store: Store) -> As
                 loaded.chat_model, tools, store.checkpointer, policy=launched.policy,
                 mode=settings.approve, store=store, context=context,
             )  # fmt: skip
-        yield Agent(app, tools, launched.policy, server, loaded.choice, context)
+        parts = ThreadParts(app, store, settings.base_url, tools, context, settings.verbose)
+        yield Agent(app, tools, launched.policy, server, loaded.choice, context, parts)
 
 
 def check_roots(roots: tuple[Path, ...]) -> list[Path]:
@@ -829,6 +842,20 @@ async def open_reader(settings: Settings) -> AsyncIterator[tuple[Store, Compiled
         yield store, reading_graph(store)
 
 
+@asynccontextmanager
+async def held_reader(
+    settings: Settings, given: str
+) -> AsyncIterator[tuple[Store, CompiledStateGraph, str]]:
+    """The reader on an existing thread, held: the store, the graph and the thread's stored
+    name. A name that is no thread is refused before the hold, which would register it."""
+    from core.thread_names import existing_name
+
+    async with open_reader(settings) as (store, reader):
+        name = await existing_name(store, given)
+        async with store.hold(name):
+            yield store, reader, name
+
+
 async def check_resumable(store: Store, thread: str) -> None:
     """Refuse, loudly, a thread paused where this version cannot resume it."""
     from core.threads import cannot_resume_message, view_thread
@@ -864,9 +891,11 @@ def threads_command(args: argparse.Namespace, settings: Settings) -> int:
         print(f"fsagent: threads {args.action} needs a thread name", file=sys.stderr)
         return 1
     require_store(settings.db, args.name)
-    name = args.name
 
     async def act(store: Store, app: CompiledStateGraph) -> int:
+        from core.thread_names import existing_name
+
+        name = await existing_name(store, args.name)  # before a hold, which registers it
         if args.action == "show":
             return await commands.show_thread(app, name)
         async with store.hold(name):
@@ -905,11 +934,11 @@ def deny_command(args: argparse.Namespace, settings: Settings) -> int:
 async def decide(args: argparse.Namespace, settings: Settings, *, approve: bool) -> int:
     """approve/deny: check the thread waits (without the model or the tools), then resume it
     as a session would."""
-    from core.session import ThreadSession
+    from core.opening import open_thread
     from terminal import commands
 
     settings = dataclasses.replace(settings, thread=args.name)
-    async with open_reader(settings) as (store, reader), store.hold(args.name):
+    async with held_reader(settings, args.name) as (store, reader, args.name):
         settings = await in_thread_roots(store, args, settings)
         view = await commands.waiting_view(reader, args.name)
         calls = view.waiting
@@ -926,14 +955,8 @@ async def decide(args: argparse.Namespace, settings: Settings, *, approve: bool)
         else:
             decisions = commands.batch_decisions(calls, args.calls, approve, reason)
         async with launch(settings) as launched, open_agent(settings, launched, store) as agent:
-            session = ThreadSession(
-                agent.app,
-                args.name,
-                store,
-                base_url=settings.base_url,
-                tools=agent.tools,
-                context=agent.context,
-                verbose=settings.verbose,
+            session = await open_thread(
+                agent.parts, args.name, roots=launched.roots, other_roots=args.other_root
             )
             shown = view.kind == "question" or not approve
             if not shown and not await commands.confirm_previews(
@@ -951,21 +974,16 @@ def undo_command(args: argparse.Namespace, settings: Settings) -> int:
 async def undo(args: argparse.Namespace, settings: Settings) -> int:
     """Take writes back through our MCP server (LM Studio is not needed), on the thread's
     store: the same ledger and audit as any write."""
-    from core.session import ThreadSession
+    from core.opening import ThreadParts, open_thread
     from terminal import commands
 
-    async with open_reader(settings) as (store, reader), store.hold(args.name):
+    async with held_reader(settings, args.name) as (store, reader, name):
+        args.name = name
         settings = await in_thread_roots(store, args, settings)
-        await commands.undoable_view(reader, args.name)
-        async with open_server_tools(settings) as tools:
-            session = ThreadSession(
-                reader,
-                args.name,
-                store,
-                base_url=settings.base_url,
-                tools=tools,
-                verbose=settings.verbose,
-            )
+        await commands.undoable_view(reader, name)
+        async with open_server_tools(settings) as (roots, tools):
+            parts = ThreadParts(reader, store, settings.base_url, tools, None, settings.verbose)
+            session = await open_thread(parts, name, roots=roots, other_roots=args.other_root)
             return await commands.undo(session, args.call, args.turn, args.force)
 
 
@@ -1000,15 +1018,18 @@ async def in_thread_roots(store: Store, args: argparse.Namespace, settings: Sett
 
 
 @asynccontextmanager
-async def open_server_tools(settings: Settings) -> AsyncIterator[list[BaseTool]]:
-    """Our MCP server's tools alone, without a model."""
+async def open_server_tools(
+    settings: Settings,
+) -> AsyncIterator[tuple[list[Path], list[BaseTool]]]:
+    """Our MCP server's tools alone, without a model, and the roots it serves."""
     from core.server_process import start_server, stop_server
     from core.tools import open_tools
 
-    process = await start_server(check_roots(settings.roots), verbose=settings.verbose)
+    roots = check_roots(settings.roots)
+    process = await start_server(roots, verbose=settings.verbose)
     try:
         async with open_tools(process) as tools:
-            yield tools
+            yield roots, tools
     finally:
         await stop_server(process)
 
@@ -1118,6 +1139,7 @@ async def open_service(settings: Settings, access: Access) -> AsyncIterator[Fast
     wires them for the terminal; every turn it still runs is cut off when it closes."""
     async with launch(settings) as launched:
         from core.models import server_problem
+        from core.opening import open_thread
         from core.session import ThreadSession
         from store import open_store
         from web.app import Service, create_app
@@ -1125,14 +1147,12 @@ async def open_service(settings: Settings, access: Access) -> AsyncIterator[Fast
         async with open_store(settings.db) as store:
             async with open_agent(settings, launched, store) as agent:
 
-                def session(name: str) -> ThreadSession:
-                    return ThreadSession(
-                        agent.app,
+                async def session(name: str) -> ThreadSession:
+                    return await open_thread(
+                        agent.parts,
                         name,
-                        store,
-                        base_url=settings.base_url,
-                        tools=agent.tools,
-                        verbose=settings.verbose,
+                        roots=launched.roots,
+                        started_with=started_with(settings, launched),
                     )
 
                 async def health() -> dict[str, str | None]:

@@ -32,6 +32,7 @@ from langgraph.graph.state import CompiledStateGraph
 from langgraph.types import Command, interrupt
 
 from core import approval, plans, questions
+from core.approval import ToolCall
 from core.audit import rows_for
 from core.context import ContextKeeper, Sent, announce_compaction, with_route
 from core.ledger import run_write_once
@@ -92,7 +93,7 @@ def build_graph(
     store: Store | None = None,
     context: ContextKeeper | None = None,
     max_model_calls: int = MAX_MODEL_CALLS_PER_TURN,
-) -> CompiledStateGraph:
+) -> CompiledStateGraph[Any, Any, Any, Any]:
     """The approval graph. With a `store`, every decision is audited there, every write
     call runs at most once per thread, however often the tools step itself runs again (a
     resume after a crash), and what each write replaces is kept there first, for undo.
@@ -102,7 +103,7 @@ def build_graph(
     tools = questions.with_ask_person(tools)  # the model may always ask the person
     context = context or ContextKeeper(model, offered_tools(tools), budget=None)
     tools_by_name = {tool.name: tool for tool in tools}
-    first_root = str(policy.roots[0])
+    first_root = str(policy.roots[0])  # relative paths in undo records are read against it
     schemas = {tool.name: approval.tool_schema(tool) for tool in tools}
 
     async def router(state: AgentState) -> dict[str, Any]:
@@ -152,7 +153,7 @@ def build_graph(
             return "judge"
         return "tools"
 
-    def ask(state: AgentState) -> Command:
+    def ask(state: AgentState) -> Command[str]:
         # Like approve: pure before interrupt(), so running again on resume changes nothing.
         # A question is not a write: --approve yes does not answer it, --approve no means
         # no one is asked.
@@ -167,123 +168,17 @@ def build_graph(
         writes = approval.writes_to_review(message, schemas, state.get("route"))
         return Command(goto="judge" if writes else "tools", update={"approvals": answers})
 
-    def decide_now(call: dict[str, Any], plan: Any, grants: list[Any]) -> dict[str, Any] | None:
-        places = plans.places_of(plan)
-        return approval.decide_without_person(
-            call, policy, mode, grants, places, plans.disguised(plan)
-        )
+    def judge_node(state: AgentState) -> Any:
+        return judge(state, schemas=schemas, policy=policy, mode=mode, tools=tools_by_name)
 
-    async def judge(state: AgentState) -> Command:
-        # What the rules, the mode and the grants decide, on the paths as the server reads
-        # them, recorded in state before anyone is asked: a resume (a day later, in another
-        # process, with other rules) starts from what was decided and shown here.
-        message = last_ai_message(state.get("messages", []))
-        assert message is not None, "judge is only reached after a model message"
-        grants = list(state.get("grants") or [])
-        calls = approval.writes_to_review(message, schemas, state.get("route"))
-        approvals = dict(state.get("approvals") or {})  # the answers to questions, if any
-        planned: dict[str, Any] = {}
-        for call in calls:
-            planned[call["id"]] = await plans.plan_of(call, tools_by_name)
-            record = decide_now(call, planned[call["id"]], grants)
-            if record is not None:
-                approvals[call["id"]] = record
-        # Nothing for the person (every call decided by rules, mode or grants): straight to
-        # `tools`, one step and one checkpoint fewer, as before the plan was asked.
-        waits = any(call["id"] not in approvals for call in calls)
-        update = {"approvals": approvals, "plans": planned}
-        return Command(goto="approve" if waits else "tools", update=update)
+    def approve_node(state: AgentState) -> Command[str]:
+        return approve(state, schemas=schemas, policy=policy, mode=mode)
 
-    def approve(state: AgentState) -> Command:
-        # Runs again from the top on resume: nothing before interrupt() may have an effect.
-        # What `judge` decided is read from state, never decided again here, so rules that
-        # changed while the thread waited cannot turn the person's answer into another.
-        message = last_ai_message(state.get("messages", []))
-        assert message is not None, "approve is only reached after a model message"
-        grants = list(state.get("grants") or [])
-        calls = approval.writes_to_review(message, schemas, state.get("route"))
-        planned = state.get("plans") or {}
-        approvals = dict(state.get("approvals") or {})
-        for_person = [call for call in calls if call["id"] not in approvals]
-        route = state.get("route", "general")
-        if for_person:
-            said = {call["id"]: approval.policy_said(None) for call in for_person}
-            payload = approval.approval_payload(route, for_person, said)
-            decided = approval.record_decisions(interrupt(payload), for_person, schemas)
-            approvals |= decided
-            grants += new_grants(for_person, decided, grants, planned)
-        # The rules, mode and grants in force now may only make a decision stricter; an
-        # approval they gave that they would no longer give is asked of the person again.
-        again = []
-        for call in calls:
-            checked = {**call, "args": approvals[call["id"]].get("args", call["args"])}
-            plan = planned.get(call["id"]) if checked["args"] == call["args"] else None
-            kept = approval.recheck(approvals[call["id"]], decide_now(checked, plan, grants))
-            if kept is None:
-                again.append(call)
-            else:
-                approvals[call["id"]] = kept
-        if again:
-            said = {c["id"]: approval.policy_said(approvals[c["id"]]) for c in again}
-            payload = approval.approval_payload(route, again, said)
-            approvals |= approval.record_decisions(interrupt(payload), again, schemas)
-        # Always through `tools`: it records every decision in the audit log, answers each
-        # call (rejections included) and runs the reads beside them.
-        return Command(goto="tools", update={"approvals": approvals, "grants": grants})
-
-    def new_grants(
-        calls: list[dict[str, Any]],
-        decided: dict[str, Any],
-        grants: list[dict[str, str]],
-        planned: dict[str, Any],
-    ) -> list[dict[str, str]]:
-        added: list[dict[str, str]] = []
-        for call in calls:
-            if decided[call["id"]].get("decision") != "grant":
-                continue
-            grant = policy.grant_for(call, plans.places_of(planned.get(call["id"])))
-            if grant is not None and grant not in grants + added:
-                added.append(grant)
-        return added
-
-    async def run_tools(state: AgentState, config: RunnableConfig) -> dict[str, Any]:
-        message = last_ai_message(state.get("messages", []))
-        assert message is not None, "tools is only reached after a model message"
-        approvals = state.get("approvals") or {}
+    async def tools_node(state: AgentState, config: RunnableConfig) -> dict[str, Any]:
         thread = str(config["configurable"]["thread_id"])
-        if store is not None:
-            await store.record_audit(rows_for(thread, message, approvals))
-        results = []
-        route = state.get("route")
-        turn = state.get("turn", 0)
-        for call in message.tool_calls:
-            refusal = approval.answer_without_running(call, approvals, schemas, route)
-            if refusal is None and call["name"] == ASK_PERSON:
-                refusal = questions.answer_message(call, approvals.get(call["id"]))
-            results.append(
-                refusal or await run_call(call, approvals, str(message.id), thread, turn)
-            )
-        results += [approval.answer_invalid_call(c) for c in message.invalid_tool_calls]
-        return {"messages": results, "approvals": {}}
-
-    async def run_call(
-        call: dict[str, Any], approvals: dict[str, Any], message_id: str, thread: str, turn: int
-    ) -> Any:
-        def run() -> Any:
-            return _run_call(call, approvals, tools_by_name)
-
-        if store is None or call["name"] not in WRITE_TOOLS:
-            return await run()
-        args = _call_args(call, approvals)
-
-        async def keep() -> None:
-            used = await store.undo_bytes(thread)
-            record, size = await capture(call["name"], args, tools_by_name, first_root, used)
-            await store.keep_undo(
-                thread, message_id, call["id"], turn, call["name"], args, record, size
-            )
-
-        return await run_write_once(store, thread, message_id, call, args, run, keep)
+        return await run_tools(
+            state, thread, tools=tools_by_name, schemas=schemas, store=store, root=first_root
+        )
 
     def back_to_agent(state: AgentState) -> str:
         return f"agent_{state.get('route', 'general')}"
@@ -294,9 +189,9 @@ def build_graph(
         graph.add_node(f"agent_{group}", make_agent(group))
         graph.add_conditional_edges(f"agent_{group}", after_agent, ["ask", "judge", "tools", END])
     graph.add_node("ask", ask, destinations=("judge", "tools"))
-    graph.add_node("judge", judge, destinations=("approve", "tools"))
-    graph.add_node("approve", approve, destinations=("tools",))
-    graph.add_node("tools", run_tools)
+    graph.add_node("judge", judge_node, destinations=("approve", "tools"))
+    graph.add_node("approve", approve_node, destinations=("tools",))
+    graph.add_node("tools", tools_node)
     graph.add_node(PERSON_UPDATE, lambda state: {})
     graph.add_edge(PERSON_UPDATE, END)
     graph.add_edge(START, "router")
@@ -305,6 +200,175 @@ def build_graph(
     )
     graph.add_conditional_edges("tools", back_to_agent, [f"agent_{g}" for g in ROUTES])
     return graph.compile(checkpointer=checkpointer)
+
+
+# --- the judge, approve and tools steps, as plain functions of their inputs ---------------
+
+
+def decide_now(
+    call: ToolCall, plan: Any, grants: list[Any], *, policy: Policy, mode: str
+) -> dict[str, Any] | None:
+    """What the rules, the mode and the grants decide for a call, on the paths of its plan
+    (the server's reading of them); None when a person must decide."""
+    places = plans.places_of(plan)
+    return approval.decide_without_person(
+        call, policy, mode, grants, places, plans.disguised(plan)
+    )
+
+
+async def judge(
+    state: AgentState,
+    *,
+    schemas: dict[str, Any],
+    policy: Policy,
+    mode: str,
+    tools: dict[str, BaseTool],
+) -> Command[str]:
+    """The judge step: the server's plan of each write call, and what the rules, the mode and
+    the grants decide on it, recorded in state before anyone is asked: a resume (a day later,
+    in another process, with other rules) starts from what was decided and shown here."""
+    message = last_ai_message(state.get("messages", []))
+    assert message is not None, "judge is only reached after a model message"
+    grants = list(state.get("grants") or [])
+    calls = approval.writes_to_review(message, schemas, state.get("route"))
+    approvals = dict(state.get("approvals") or {})  # the answers to questions, if any
+    planned: dict[str, Any] = {}
+    for call in calls:
+        planned[call["id"]] = await plans.plan_of(call, tools)
+        record = decide_now(call, planned[call["id"]], grants, policy=policy, mode=mode)
+        if record is not None:
+            approvals[call["id"]] = record
+    # Nothing for the person (every call decided by rules, mode or grants): straight to
+    # `tools`, one step and one checkpoint fewer, as before the plan was asked.
+    waits = any(call["id"] not in approvals for call in calls)
+    update = {"approvals": approvals, "plans": planned}
+    return Command(goto="approve" if waits else "tools", update=update)
+
+
+def approve(
+    state: AgentState,
+    *,
+    schemas: dict[str, Any],
+    policy: Policy,
+    mode: str,
+    ask: Callable[[Any], Any] = interrupt,
+) -> Command[str]:
+    """The approve step: the calls `judge` left to a person go to them in one `ask`
+    (LangGraph's interrupt in the graph), whose answer is the resume value; then every
+    decision is checked against the rules in force now, which may only make it stricter.
+    Always on to `tools`."""
+    # Runs again from the top on resume: nothing before interrupt() may have an effect.
+    # What `judge` decided is read from state, never decided again here, so rules that
+    # changed while the thread waited cannot turn the person's answer into another.
+    message = last_ai_message(state.get("messages", []))
+    assert message is not None, "approve is only reached after a model message"
+    grants = list(state.get("grants") or [])
+    calls = approval.writes_to_review(message, schemas, state.get("route"))
+    planned = state.get("plans") or {}
+    approvals = dict(state.get("approvals") or {})
+    for_person = [call for call in calls if call["id"] not in approvals]
+    route = state.get("route", "general")
+    if for_person:
+        said = {call["id"]: approval.policy_said(None) for call in for_person}
+        payload = approval.approval_payload(route, for_person, said)
+        decided = approval.record_decisions(ask(payload), for_person, schemas)
+        approvals |= decided
+        grants += new_grants(policy, for_person, decided, grants, planned)
+    # The rules, mode and grants in force now may only make a decision stricter; an
+    # approval they gave that they would no longer give is asked of the person again.
+    again = []
+    for call in calls:
+        checked = {**call, "args": approvals[call["id"]].get("args", call["args"])}
+        plan = planned.get(call["id"]) if checked["args"] == call["args"] else None
+        now = decide_now(checked, plan, grants, policy=policy, mode=mode)
+        kept = approval.recheck(approvals[call["id"]], now)
+        if kept is None:
+            again.append(call)
+        else:
+            approvals[call["id"]] = kept
+    if again:
+        said = {c["id"]: approval.policy_said(approvals[c["id"]]) for c in again}
+        payload = approval.approval_payload(route, again, said)
+        approvals |= approval.record_decisions(ask(payload), again, schemas)
+    # Always through `tools`: it records every decision in the audit log, answers each
+    # call (rejections included) and runs the reads beside them.
+    return Command(goto="tools", update={"approvals": approvals, "grants": grants})
+
+
+def new_grants(
+    policy: Policy,
+    calls: list[ToolCall],
+    decided: dict[str, Any],
+    grants: list[dict[str, str]],
+    planned: dict[str, Any],
+) -> list[dict[str, str]]:
+    added: list[dict[str, str]] = []
+    for call in calls:
+        if decided[call["id"]].get("decision") != "grant":
+            continue
+        grant = policy.grant_for(call, plans.places_of(planned.get(call["id"])))
+        if grant is not None and grant not in grants + added:
+            added.append(grant)
+    return added
+
+
+async def run_tools(
+    state: AgentState,
+    thread: str,
+    *,
+    tools: dict[str, BaseTool],
+    schemas: dict[str, Any],
+    store: Store | None,
+    root: str,
+) -> dict[str, Any]:
+    """The tools step: the audit rows of the batch's decisions, then one answer for every
+    call of the last model message: reads run, approved writes run (at most once per thread,
+    with a `store`), the rest are answered without running."""
+    message = last_ai_message(state.get("messages", []))
+    assert message is not None, "tools is only reached after a model message"
+    approvals = state.get("approvals") or {}
+    if store is not None:
+        await store.record_audit(rows_for(thread, message, approvals))
+    results = []
+    route = state.get("route")
+    turn = state.get("turn", 0)
+    for call in message.tool_calls:
+        refusal = approval.answer_without_running(call, approvals, schemas, route)
+        if refusal is None and call["name"] == ASK_PERSON:
+            refusal = questions.answer_message(call, approvals.get(str(call["id"])))
+        ran = refusal or await run_call(
+            call, approvals, str(message.id), thread, turn, tools, store, root
+        )
+        results.append(ran)
+    results += [approval.answer_invalid_call(c) for c in message.invalid_tool_calls]
+    return {"messages": results, "approvals": {}}
+
+
+async def run_call(
+    call: ToolCall,
+    approvals: dict[str, Any],
+    message_id: str,
+    thread: str,
+    turn: int,
+    tools: dict[str, BaseTool],
+    store: Store | None,
+    root: str,
+) -> Any:
+    def run() -> Any:
+        return _run_call(call, approvals, tools)
+
+    if store is None or call["name"] not in WRITE_TOOLS:
+        return await run()
+    args = _call_args(call, approvals)
+
+    async def keep() -> None:
+        used = await store.undo_bytes(thread)
+        record, size = await capture(call["name"], args, tools, root, used)
+        await store.keep_undo(
+            thread, message_id, call["id"], turn, call["name"], args, record, size
+        )
+
+    return await run_write_once(store, thread, message_id, call, args, run, keep)
 
 
 def _summary(state: AgentState) -> Summary | None:
@@ -331,7 +395,7 @@ def _step_limit_message(limit: int) -> AIMessage:
     )
 
 
-def _call_args(call: dict[str, Any], approvals: dict[str, Any]) -> Any:
+def _call_args(call: ToolCall, approvals: dict[str, Any]) -> Any:
     """The arguments a call runs with: the person's, when they edited a write."""
     if call["name"] not in WRITE_TOOLS:
         return call["args"]
@@ -339,7 +403,7 @@ def _call_args(call: dict[str, Any], approvals: dict[str, Any]) -> Any:
 
 
 async def _run_call(
-    call: dict[str, Any], approvals: dict[str, Any], tools_by_name: dict[str, BaseTool]
+    call: ToolCall, approvals: dict[str, Any], tools_by_name: dict[str, BaseTool]
 ) -> Any:
     record = approvals.get(call["id"]) or {}
     args = _call_args(call, approvals)

@@ -16,21 +16,22 @@ from langgraph.types import StateSnapshot
 
 from core import events
 from core.context import ContextKeeper
-from core.errors import StartupError
 from core.models import ModelChoice
+from core.opening import check_resumable, recover
 from core.policy import Grant, Policy
 from core.questions import is_question
 from core.session import ThreadSession
 from core.summary import Summary
 from core.text import format_call, visible
-from core.threads import INTERRUPTED, cannot_resume_message, pending_approval
+from core.thread_names import escaped
+from core.threads import INTERRUPTED, pending_approval
 from terminal.console import Terminal, put
 from terminal.interrupts import Interrupted
 from terminal.question import QUESTION_ANSWERS, answer_questions
 from terminal.review import ANSWER_WORDS, PIPED_ANSWERS, NotAnAnswer, review
 from terminal.slash import QUIT, CommandContext, command_word, grant_lines, run_command
 from terminal.steps import StepPrinter, show_run
-from terminal.undo import finish_cut_off_undo
+from terminal.undo import undo_command  # noqa: F401  (imported, it registers /undo)
 
 QUIT_WORDS = frozenset({"quit", "exit"})
 CTRL_C = 130  # the exit code of a session Ctrl-C ended, as a shell reports it
@@ -228,11 +229,10 @@ async def _run_session(
     show_reasoning: bool,
 ) -> int:
     view = await session.view()
-    if view is not None and view.problem:
-        raise StartupError(cannot_resume_message(view))
+    check_resumable(view)  # before the banner: a thread that cannot go on is the news
     snapshot = view.snapshot if view is not None else None
     # A thread waiting for approval says so first: its calls are what matters now.
-    term.say(banner(snapshot, tool_count, session.thread))
+    term.say(banner(snapshot, tool_count, escaped(session.thread)))
     for extra in (*status, summary_line(snapshot)):
         if extra:
             term.say(extra)
@@ -242,18 +242,12 @@ async def _run_session(
     term.say("Type a prompt; /help lists the commands; /quit or Ctrl-D ends.")
     printer = StepPrinter(term, show_reasoning=show_reasoning)
     conversation = Conversation(session, term, printer, strict=strict)
-    # An undo the person approved and a crash cut off: finished before anything else.
-    await finish_cut_off_undo(session, term, conversation.printer)
-    if view is not None and view.status == INTERRUPTED:
-        # A crash mid-run: finish it, so nothing approved is lost; the ledger keeps every
-        # write that already ran (or may have) from running again.
-        term.say(f"⟳ The last run was cut off at {', '.join(view.steps)}; finishing it now.")
-        stopped = await conversation.show_run(session.finish_cut_off_run(), "finishing")
-        if stopped == CTRL_C:
-            return CTRL_C
-        pending = session.paused_on
-    else:
-        pending = pending_approval(snapshot)
+    # An undo or a run a crash cut off is finished before anything else (core.opening).
+    stopped = await conversation.show_run(recover(session, view), "finishing")
+    if stopped == CTRL_C:
+        return CTRL_C
+    cut_off = view is not None and view.status == INTERRUPTED
+    pending = session.paused_on if cut_off else pending_approval(snapshot)
     stopped = await conversation.settle_approvals(pending)
     if stopped is not None:
         return stopped

@@ -1,4 +1,4 @@
-"""The approval contract of DESIGN.md, as pure functions.
+"""The approval contract of docs/design.md, as pure functions.
 
 What a paused thread asks (the versioned payload), what a resume must carry (decisions keyed by
 call id), how a decision is recorded in state, and the ToolMessages the model reads for a call
@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import json
 import uuid
+from collections.abc import Mapping
 from typing import Any
 
 import jsonschema
@@ -32,7 +33,9 @@ LIMITED_DECISIONS: dict[str, tuple[str, ...]] = {"delete": ("approve", "reject",
 # HTTP service's admin API (and its inbox page) says `admin`.
 PERSON_SOURCES: tuple[str, ...] = ("person", "piped", "admin")
 
-ToolCall = dict[str, Any]
+# A call as the model made it: langchain's ToolCall (or InvalidToolCall) TypedDict, or the
+# plain dict a payload carries; read, never changed, here.
+ToolCall = Mapping[str, Any]
 Decision = dict[str, Any]
 
 
@@ -389,7 +392,7 @@ def cut_off_answer(call: ToolCall, why: str) -> ToolMessage:
 CUT_CALL = "cut off by the reply limit"
 
 
-def answer_invalid_call(invalid: dict[str, Any]) -> ToolMessage:
+def answer_invalid_call(invalid: Mapping[str, Any]) -> ToolMessage:
     """A call the model emitted with unparseable arguments. The bad text is not echoed back."""
     name = invalid.get("name") or "a tool"
     if invalid.get("error") == CUT_CALL:

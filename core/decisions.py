@@ -1,5 +1,5 @@
 """A reviewer's decisions on a paused batch, checked before anything resumes: the resume value
-of the approval contract (DESIGN.md), built from what a front-end received.
+of the approval contract (docs/design.md), built from what a front-end received.
 
 Two forms are accepted:
 

@@ -105,7 +105,7 @@ class Compacted:
 
 @dataclass(frozen=True)
 class Paused:
-    """The run stopped for approval: `payload` is the approval contract's (DESIGN.md)."""
+    """The run stopped for approval: `payload` is the approval contract's (docs/design.md)."""
 
     payload: dict[str, Any]
 
@@ -117,6 +117,14 @@ class Undone:
 
     text: str
     complete: bool
+
+
+@dataclass(frozen=True)
+class Notice:
+    """A line of ours about the thread, not the model's: what opening it finishes first (a
+    run or an undo a crash cut off)."""
+
+    text: str
 
 
 @dataclass(frozen=True)
@@ -140,5 +148,6 @@ Event = (
     | Compacted
     | Paused
     | Undone
+    | Notice
     | Failed
 )

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import asyncio
 import os
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Mapping
 from typing import Any
 
 from langchain_core.messages import ToolMessage
@@ -30,7 +30,7 @@ async def run_write_once(
     store: Store,
     thread: str,
     message_id: str,
-    call: dict[str, Any],
+    call: Mapping[str, Any],
     args: Any,
     run: Callable[[], Awaitable[ToolMessage]],
     keep: Callable[[], Awaitable[None]] | None = None,
@@ -56,14 +56,14 @@ async def run_write_once(
     return message
 
 
-def recorded_answer(row: LedgerRow, call: dict[str, Any]) -> ToolMessage:
+def recorded_answer(row: LedgerRow, call: Mapping[str, Any]) -> ToolMessage:
     """What a call the ledger has seen answers, without running it again."""
     if row.status == "done":
         return tool_message(call["id"], row.result or "", error=row.failed)
     return tool_message(call["id"], outcome_unknown_text(call), error=True)
 
 
-def outcome_unknown_text(call: dict[str, Any]) -> str:
+def outcome_unknown_text(call: Mapping[str, Any]) -> str:
     return (
         f"Outcome unknown: {call['name']} was started, but fsagent stopped before it finished, "
         f"so it was not run again. It may or may not have changed {touched_paths(call)}; "

@@ -19,6 +19,7 @@ from __future__ import annotations
 import os
 import re
 import tomllib
+from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -157,7 +158,7 @@ class Policy:
 
     # --- grants --------------------------------------------------------------------------
 
-    def grant_for(self, call: dict[str, Any], places: Places | None = None) -> Grant | None:
+    def grant_for(self, call: Mapping[str, Any], places: Places | None = None) -> Grant | None:
         """The grant `a` gives for this call: its tool in the folder of its (first) path."""
         located = self.located(path_arguments(call["name"])[0], call["args"], places)
         if located is None:
@@ -169,7 +170,7 @@ class Policy:
         return {"tool": call["name"], "folder": str(folder), "shown": shown + "/"}
 
     def covering_grant(
-        self, call: dict[str, Any], grants: list[Grant], places: Places | None = None
+        self, call: Mapping[str, Any], grants: list[Grant], places: Places | None = None
     ) -> Grant | None:
         """The grant that covers this call: same tool, every path inside its folder."""
         for grant in grants:

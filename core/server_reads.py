@@ -80,7 +80,8 @@ def is_not_found(error: ReadError) -> bool:
 async def info(tools: Tools, path: str) -> dict[str, Any] | None:
     """get_file_info as a dict; None when nothing is there."""
     try:
-        return json.loads(await ask(tools, "get_file_info", {"path": path}))
+        found: dict[str, Any] = json.loads(await ask(tools, "get_file_info", {"path": path}))
+        return found
     except ReadError as error:
         if is_not_found(error):
             return None

@@ -7,11 +7,12 @@ read as well as the graph's view, and such a thread is reported, loudly, as unab
 
 from __future__ import annotations
 
-import re
 from dataclasses import dataclass, field
 from typing import Any
 
 from langchain_core.messages import AnyMessage, ToolMessage
+from langchain_core.runnables import RunnableConfig
+from langgraph.checkpoint.base import BaseCheckpointSaver
 from langgraph.graph import END
 from langgraph.graph.state import CompiledStateGraph
 from langgraph.types import StateSnapshot
@@ -22,6 +23,7 @@ from core.ledger import recorded_answer
 from core.messages import last_human_text, unanswered_calls
 from core.questions import QUESTION_KIND, is_question, is_resumable_question
 from core.text import format_call
+from core.thread_names import escaped
 from core.tool_groups import WRITE_TOOLS
 from store.base import Store
 
@@ -41,27 +43,17 @@ PERSON_UPDATE = "person_update"
 MAX_MODEL_CALLS_PER_TURN = 25
 
 
-# A thread name a front-end that takes names from strangers (the HTTP service) accepts: it is
-# a key in the store and part of URLs and log lines, so no separators, no dots-only names, no
-# control characters and a bounded length.
-THREAD_NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.-]{0,63}")
-THREAD_NAME_RULE = "1-64 letters, digits, '.', '_' or '-', starting with a letter or digit"
+# The graph a thread is read and run on; its state is untyped here (agent_graph has it).
+Graph = CompiledStateGraph[Any, Any, Any, Any]
 
 
-def thread_name_problem(name: str) -> str | None:
-    """Why `name` is not a thread name a stranger may use; None when it is."""
-    if THREAD_NAME.fullmatch(name) and ".." not in name:
-        return None
-    return f"{name[:80]!r} is not a thread name ({THREAD_NAME_RULE})"
+def thread_config(name: str) -> RunnableConfig:
+    return RunnableConfig(configurable={"thread_id": name})
 
 
-def thread_config(name: str) -> dict[str, Any]:
-    return {"configurable": {"thread_id": name}}
-
-
-def run_config(thread: str) -> dict[str, Any]:
+def run_config(thread: str) -> RunnableConfig:
     """The config a run of the graph on `thread` takes, whoever starts it."""
-    return {**thread_config(thread), "recursion_limit": recursion_limit()}
+    return RunnableConfig(configurable={"thread_id": thread}, recursion_limit=recursion_limit())
 
 
 def recursion_limit(max_model_calls: int = MAX_MODEL_CALLS_PER_TURN) -> int:
@@ -87,11 +79,11 @@ class ThreadView:
         return last_human_text(self.messages)
 
 
-async def view_thread(app: CompiledStateGraph, name: str) -> ThreadView | None:
+async def view_thread(app: Graph, name: str) -> ThreadView | None:
     """The thread as stored, judged from the raw checkpoint as well as the graph's view: a
     step the graph no longer has is invisible to `aget_state` (no next, no interrupts)."""
     config = thread_config(name)
-    assert app.checkpointer is not None and app.checkpointer is not True
+    assert isinstance(app.checkpointer, BaseCheckpointSaver)
     raw = await app.checkpointer.aget_tuple(config)
     if raw is None:
         return None
@@ -154,12 +146,13 @@ def pending_approval(snapshot: StateSnapshot | None) -> dict[str, Any] | None:
 def approval_among(interrupts: Any) -> dict[str, Any] | None:
     for interrupt in interrupts:
         if is_pause(interrupt.value):
-            return interrupt.value
+            payload: dict[str, Any] = interrupt.value
+            return payload
     return None
 
 
 def resume_problem(
-    app: CompiledStateGraph, steps: list[str], payloads: list[Any], snapshot: StateSnapshot
+    app: Graph, steps: list[str], payloads: list[Any], snapshot: StateSnapshot
 ) -> str | None:
     for step in steps:
         if step not in app.nodes:
@@ -175,27 +168,30 @@ def resume_problem(
 
 
 def cannot_resume_message(view: ThreadView) -> str:
-    waits = ", ".join(format_call(c.get("name"), c.get("args"), 60) for c in view.waiting)
+    waits = ", ".join(format_call(c.get("name") or "?", c.get("args"), 60) for c in view.waiting)
     waited = f"; it was waiting for approval of {waits}" if waits else ""
+    name = escaped(view.name)
     return (
-        f"thread '{view.name}' cannot be resumed: {view.problem}{waited}. Nothing was run. "
-        f"Run `fsagent threads reset {view.name}` to cancel what it waits for and go on with it"
+        f"thread '{name}' cannot be resumed: {view.problem}{waited}. Nothing was run. "
+        f"Run `fsagent threads reset {name}` to cancel what it waits for and go on with it"
     )
 
 
-async def require_thread(app: CompiledStateGraph, name: str) -> ThreadView:
+async def require_thread(app: Graph, name: str) -> ThreadView:
     view = await view_thread(app, name)
     if view is None:
-        raise ThreadError(f"no thread named '{name}' in this file; `fsagent threads` lists them")
+        raise ThreadError(
+            f"no thread named '{escaped(name)}' in this file; `fsagent threads` lists them"
+        )
     return view
 
 
-async def all_views(store: Store, app: CompiledStateGraph) -> list[ThreadView]:
+async def all_views(store: Store, app: Graph) -> list[ThreadView]:
     views = [await view_thread(app, name) for name in await store.thread_names()]
     return [view for view in views if view is not None]
 
 
-async def waiting_views(store: Store, app: CompiledStateGraph) -> list[ThreadView]:
+async def waiting_views(store: Store, app: Graph) -> list[ThreadView]:
     """Every thread waiting for approval, judged from its checkpoint: each view has the calls
     (`waiting`), the request that caused them (`request`) and, if this version cannot resume
     it, why (`problem`)."""
@@ -217,9 +213,7 @@ async def closing_answer(
     return cut_off_answer(call, why)
 
 
-async def close_run(
-    app: CompiledStateGraph, store: Store, thread: str, why: str
-) -> list[ToolMessage]:
+async def close_run(app: Graph, store: Store, thread: str, why: str) -> list[ToolMessage]:
     """Leave the thread idle and consistent: drop the steps it was due to run (a pending
     approval included) and store an answer for every call left without one, so `threads
     show` and the next model request agree. Returns the answers stored."""

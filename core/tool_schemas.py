@@ -87,7 +87,9 @@ DESCRIPTIONS: dict[str, str] = {
 }
 
 
-def offered_tools(tools: Iterable[BaseTool], names: Iterable[str] | None = None) -> list[dict]:
+def offered_tools(
+    tools: Iterable[BaseTool], names: Iterable[str] | None = None
+) -> list[dict[str, Any]]:
     """The OpenAI-format schemas of the tools the model is offered, in the server's order.
 
     names, when given, limits them further (the read-only agent's read tools).
@@ -100,7 +102,7 @@ def offered_tools(tools: Iterable[BaseTool], names: Iterable[str] | None = None)
     ]
 
 
-def offered_names(schemas: Iterable[dict]) -> list[str]:
+def offered_names(schemas: Iterable[dict[str, Any]]) -> list[str]:
     return [schema["function"]["name"] for schema in schemas]
 
 
@@ -151,6 +153,6 @@ def plain_schema(schema: Any) -> Any:
     return plain
 
 
-def schema_text(schemas: list[dict]) -> str:
+def schema_text(schemas: list[dict[str, Any]]) -> str:
     """The schemas as one JSON text, for estimating their size."""
     return json.dumps(schemas)

@@ -177,7 +177,8 @@ def write_result(row: LedgerRow) -> dict[str, Any]:
     text = row.result or ""
     if not text.startswith("{"):
         text = text.split("\n", 1)[-1]
-    return json.loads(text)
+    result: dict[str, Any] = json.loads(text)
+    return result
 
 
 def remove_created(folders: list[str], root: str | None, tool: str) -> list[Step]:

@@ -122,8 +122,8 @@ async def capture(
     except NotReadable as why:
         return {**record, "undoable": False, "why": f"what it replaces cannot be kept: {why}"}, 0
     except Exception as error:  # keeping a record must never stop the write itself
-        why = f"what it replaces could not be read: {error}"
-        return {**record, "undoable": False, "why": why}, 0
+        unread = f"what it replaces could not be read: {error}"
+        return {**record, "undoable": False, "why": unread}, 0
     record["notes"] = [note for note in notes if note]
     return record, budget.used
 

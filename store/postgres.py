@@ -84,7 +84,8 @@ class PostgresStore:
 
     @property
     def checkpointer(self) -> AsyncPostgresSaver:
-        return self.saver
+        saver: AsyncPostgresSaver = self.saver
+        return saver
 
     # -- the registry and its lease --------------------------------------------------------------
 
@@ -201,7 +202,7 @@ class PostgresStore:
             )
 
     async def audit_rows(self, thread: str | None = None) -> list[AuditRow]:
-        query, params = sql.AUDIT_ROWS, ()
+        query, params = sql.AUDIT_ROWS, tuple[str, ...]()
         if thread:
             query, params = query + " WHERE thread = ?", (thread,)
         found = await self._fetch(query + " ORDER BY id", params)

@@ -159,7 +159,7 @@ class SQLiteStore:
             await self.conn.executemany(sql.AUDIT_ADD, [sql.audit_values(row) for row in rows])
 
     async def audit_rows(self, thread: str | None = None) -> list[AuditRow]:
-        query, params = sql.AUDIT_ROWS, ()
+        query, params = sql.AUDIT_ROWS, tuple[str, ...]()
         if thread:
             query, params = query + " WHERE thread = ?", (thread,)
         found = await self._fetch(query + " ORDER BY id", params)
@@ -186,7 +186,7 @@ class SQLiteStore:
             created_at=registered[0][0] if registered else None,
             settings=registered[0][1] if registered else None,
             ledger=tuple(
-                LedgerEntry(*row[:7], bool(row[7]), *row[8:])  # type: ignore[arg-type]
+                LedgerEntry(*row[:7], bool(row[7]), *row[8:])  # type: ignore[call-arg]
                 for row in ledger
             ),
             undo=tuple(await self.undo_records(thread)),

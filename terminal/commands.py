@@ -23,6 +23,7 @@ from core.questions import QUESTION_KIND
 from core.session import ThreadSession
 from core.summary import Summary
 from core.text import format_call, format_result, json_visible, visible
+from core.thread_names import escaped
 from core.threads import (
     IDLE,
     INTERRUPTED,
@@ -50,8 +51,7 @@ def local_time(stamp: str) -> str:
 
 def status_text(view: ThreadView) -> str:
     if view.problem:
-        name = visible(view.name, keep="")
-        return f"{view.status} (cannot resume: run fsagent threads reset {name})"
+        return f"{view.status} (cannot resume: run fsagent threads reset {escaped(view.name)})"
     if view.status == INTERRUPTED:
         return f"{INTERRUPTED} (at {', '.join(view.steps)}; opening it finishes the run)"
     return view.status
@@ -72,12 +72,11 @@ async def list_threads(store: Store, app: CompiledStateGraph) -> int:
     if not views:
         put(f"No threads in {store.location}.")
         return 0
-    names = {view.name: visible(view.name, keep="") for view in views}
-    width = max(len("NAME"), *map(len, names.values()))
+    width = max(len("NAME"), *(len(escaped(v.name)) for v in views))
     put(f"{'NAME':<{width}}  {'MESSAGES':>8}  {'LAST ACTIVITY':<16}  STATUS")
     for view in views:
         put(
-            f"{names[view.name]:<{width}}  {len(view.messages):>8}  "
+            f"{escaped(view.name):<{width}}  {len(view.messages):>8}  "
             f"{local_time(view.last_activity):<16}  {status_text(view)}"
         )
         for line in call_lines(view):
@@ -87,7 +86,7 @@ async def list_threads(store: Store, app: CompiledStateGraph) -> int:
 
 async def show_thread(app: CompiledStateGraph, name: str) -> int:
     view = await require_thread(app, name)
-    put(f"Thread '{visible(name, keep='')}': {len(view.messages)} messages, {status_text(view)}")
+    put(f"Thread '{escaped(name)}': {len(view.messages)} messages, {status_text(view)}")
     for message in view.messages:
         if isinstance(message, HumanMessage):
             put(f"you> {content_text(message.content)}")
@@ -119,7 +118,7 @@ async def remove_thread(store: Store, app: CompiledStateGraph, name: str, ask: b
     """Delete a thread; on a terminal, asks first unless `ask` is False (-y)."""
     view = await require_thread(app, name)
     if ask and sys.stdin.isatty():
-        question = f"Delete thread '{name}' ({len(view.messages)} messages)? [y/N] "
+        question = f"Delete thread '{escaped(name)}' ({len(view.messages)} messages)? [y/N] "
         try:
             answer = confirm(visible(question, keep=""))
         except KeyboardInterrupt:
@@ -129,7 +128,7 @@ async def remove_thread(store: Store, app: CompiledStateGraph, name: str, ask: b
             put("Kept.")
             return 1
     await store.forget(name)
-    put(f"Deleted thread '{visible(name, keep='')}'.")
+    put(f"Deleted thread '{escaped(name)}'.")
     return 0
 
 
@@ -150,11 +149,11 @@ def confirm(question: str) -> str:
 async def reset_thread(store: Store, app: CompiledStateGraph, name: str) -> int:
     view = await require_thread(app, name)
     if view.status == IDLE and not view.problem:
-        put(f"Thread '{visible(name, keep='')}' is idle; nothing to reset.")
+        put(f"Thread '{escaped(name)}' is idle; nothing to reset.")
         return 0
     why = "the person cancelled it with `fsagent threads reset`"
     answers = await close_run(app, store, name, why)
-    put(f"Thread '{visible(name, keep='')}' reset: it takes new prompts.")
+    put(f"Thread '{escaped(name)}' reset: it takes new prompts.")
     for line in call_lines(view, "  cancelled "):
         put(line)
     if answers and not view.waiting:
@@ -171,9 +170,13 @@ async def list_approvals(store: Store, app: CompiledStateGraph) -> int:
         put("No pending approvals.")
         return 0
     for view in views:
-        note = f" (cannot resume: run fsagent threads reset {view.name})" if view.problem else ""
+        note = (
+            f" (cannot resume: run fsagent threads reset {escaped(view.name)})"
+            if view.problem
+            else ""
+        )
         asks = " (a question)" if view.kind == QUESTION_KIND else ""
-        put(f"{visible(view.name, keep='')}{asks}{note}")
+        put(f"{escaped(view.name)}{asks}{note}")
         for line in call_lines(view, "  "):
             put(line)
     put("Decide with: fsagent approve NAME [--call ID] or fsagent deny NAME [--reason TEXT]")
@@ -189,7 +192,7 @@ async def waiting_view(app: CompiledStateGraph, name: str) -> ThreadView:
     if view.problem:
         raise StartupError(cannot_resume_message(view))
     if not view.waiting:
-        raise ThreadError(f"thread '{name}' is not waiting for approval ({view.status})")
+        raise ThreadError(f"thread '{escaped(name)}' is not waiting for approval ({view.status})")
     return view
 
 
@@ -305,8 +308,8 @@ async def undoable_view(app: CompiledStateGraph, name: str) -> ThreadView:
         raise StartupError(cannot_resume_message(view))
     if view.status != IDLE:
         raise ThreadError(
-            f"thread '{name}' is {view.status}; open it (fsagent --thread {name}) or answer it "
-            "first, then undo"
+            f"thread '{escaped(name)}' is {view.status}; open it (fsagent --thread "
+            f"{escaped(name)}) or answer it first, then undo"
         )
     return view
 

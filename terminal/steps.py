@@ -81,6 +81,8 @@ class StepPrinter:
                 term.event("cut", limit=limit)
             case events.Compacted():
                 self.show_compacted(event)
+            case events.Notice(text):
+                term.say(text)
             case events.Failed(text, fatal):
                 self.streamed = False
                 if not fatal:

@@ -8,6 +8,7 @@ import sys
 from collections.abc import AsyncIterator
 
 from core import events
+from core.opening import undo_notice
 from core.session import ThreadSession
 from core.text import visible
 from core.undo import NothingToUndo, UndoError, UndoPlan
@@ -145,7 +146,7 @@ async def finish_cut_off_undo(session: ThreadSession, term: Terminal, printer: S
     run = await session.unfinished_undo()
     if run is None:
         return 0
-    term.say(f"⟳ The undo of {run.plan.get('what', 'the last changes')} was cut off; finishing it.")
+    term.say(undo_notice(run))
     return 0 if await show_undo(session.finish_undo(run), printer) else 1
 
 

@@ -33,17 +33,17 @@ from starlette.middleware.cors import CORSMiddleware
 from core.approval import tool_schema
 from core.decisions import DecisionError, answer_value, check_form, resume_value
 from core.events import Decision
+from core.opening import OtherRoots, recover
 from core.questions import is_question
 from core.session import ThreadSession
 from core.text import format_call
+from core.thread_names import ThreadNameError, escaped
 from core.threads import (
-    INTERRUPTED,
     WAITING,
     ThreadView,
     all_views,
     cannot_resume_message,
     pending_approval,
-    thread_name_problem,
     waiting_views,
 )
 from store.base import Store
@@ -72,7 +72,9 @@ class Service:
 
     store: Store
     graph: CompiledStateGraph
-    session: Callable[[str], ThreadSession]  # a session on a thread, for one request
+    # The session on a thread, for one request: core.opening.open_thread, which checks the
+    # name (core.thread_names) and the roots, as for every other way in.
+    session: Callable[[str], Awaitable[ThreadSession]]
     health: Callable[[], Awaitable[dict[str, str | None]]]  # part -> why it is down, or None
     verbose: bool = False
 
@@ -128,22 +130,22 @@ def create_app(service: Service, access: Access) -> FastAPI:
 
     @app.get("/api/threads/{name}", dependencies=chat)
     async def show_thread(name: str) -> Response:
-        session = service.session(checked_name(name))
+        session = await opened(service, name)
         view = await session.view()
         if view is None:
-            raise Refused(404, f"no thread named '{name}'")
+            raise Refused(404, f"no thread named '{escaped(name)}'")
         return JSONResponse(await payloads.detail(session, view), headers=NO_STORE)
 
     @app.post("/api/threads/{name}/messages", dependencies=chat)
     async def post_message(name: str, request: Request) -> Response:
-        checked_name(name)
+        name = (await opened(service, name)).thread
         body = only_keys(await read_json(request), {"text"}, "a message")
         text = body.get("text")
         if not isinstance(text, str) or not text.strip():
             raise Refused(400, 'a message needs "text", a non-empty string')
         claim = await runs.claim(name)
         try:
-            session = service.session(name)
+            session = await opened(service, name)
             view = await session.view()
             check_takes_message(view)
         except BaseException:
@@ -157,12 +159,18 @@ def create_app(service: Service, access: Access) -> FastAPI:
     @app.get("/api/admin/approvals", dependencies=admin)
     async def list_approvals() -> Response:
         views = await waiting_views(service.store, service.graph)
-        found = [await payloads.waiting(service.session(v.name), v) for v in views]
+        found = []
+        for view in views:
+            try:
+                session = await opened(service, view.name)
+            except Refused:
+                continue  # started with other roots: this server cannot act on it
+            found.append(await payloads.waiting(session, view))
         return JSONResponse({"approvals": found}, headers=NO_STORE)
 
     @app.post("/api/admin/approvals/{name}", dependencies=admin)
     async def decide(name: str, request: Request) -> Response:
-        checked_name(name)
+        name = (await opened(service, name)).thread
         body = await read_json(request)
         answering = isinstance(body, dict) and "answers" in body
         try:
@@ -172,7 +180,7 @@ def create_app(service: Service, access: Access) -> FastAPI:
             raise Refused(400, str(error)) from None
         claim = await runs.claim(name)
         try:
-            session = service.session(name)
+            session = await opened(service, name)
             payload = await pending_payload(session, name)
             calls = list(payload["calls"])
             schemas = {tool_name: tool_schema(tool) for tool_name, tool in session.tools.items()}
@@ -181,7 +189,8 @@ def create_app(service: Service, access: Access) -> FastAPI:
                     decisions = answer_value(body, calls, by="admin")
                 elif answering:
                     raise DecisionError(
-                        f"thread '{name}' waits for decisions on write calls, not for answers"
+                        f"thread '{escaped(name)}' waits for decisions on write calls, not "
+                        "for answers"
                     )
                 else:
                     decisions = resume_value(body, calls, schemas, by="admin")
@@ -208,11 +217,15 @@ def create_app(service: Service, access: Access) -> FastAPI:
     return app
 
 
-def checked_name(name: str) -> str:
-    problem = thread_name_problem(name)
-    if problem:
-        raise Refused(400, problem)
-    return name
+async def opened(service: Service, name: str) -> ThreadSession:
+    """The session on the thread `name` names; 400 when it is no thread name (the one rule
+    the terminal keeps too, core.thread_names)."""
+    try:
+        return await service.session(name)
+    except ThreadNameError as error:
+        raise Refused(400, str(error)) from None
+    except OtherRoots as error:  # a yes binds to the roots the thread was started with
+        raise Refused(409, str(error)) from None
 
 
 def check_takes_message(view: ThreadView | None) -> None:
@@ -226,8 +239,8 @@ def check_takes_message(view: ThreadView | None) -> None:
         calls = ", ".join(format_call(c.get("name"), c.get("args"), 60) for c in view.waiting)
         raise Refused(
             409,
-            f"thread '{view.name}' waits for approval of {calls}; it takes a new message once "
-            f"that is decided (the inbox, or POST /api/admin/approvals/{view.name})",
+            f"thread '{escaped(view.name)}' waits for approval of {calls}; it takes a new message "
+            f"once that is decided (the inbox, or POST /api/admin/approvals/{escaped(view.name)})",
         )
 
 
@@ -239,7 +252,7 @@ async def pending_payload(session: ThreadSession, name: str) -> dict[str, Any]:
         raise Refused(409, cannot_resume_message(view))
     payload = pending_approval(view.snapshot if view is not None else None)
     if payload is None:
-        raise Refused(404, f"thread '{name}' has nothing pending")
+        raise Refused(404, f"thread '{escaped(name)}' has nothing pending")
     return payload
 
 
@@ -252,16 +265,14 @@ def stream(run: Run) -> StreamingResponse:
 async def turn_frames(
     session: ThreadSession, view: ThreadView | None, text: str
 ) -> AsyncIterator[Frame]:
-    """A new message's run. A run a crash cut off is finished first, as the terminal does on
-    opening the thread; if that pauses, the message waits for the decision and is not sent."""
-    if view is not None and view.status == INTERRUPTED:
-        notice = f"⟳ The last run was cut off at {', '.join(view.steps)}; finishing it first."
-        yield "text", {"text": notice}
-        async for frame in run_frames(session, session.finish_cut_off_run()):
-            yield frame
-        if session.paused_on is not None:
-            yield "error", {"text": "your message was not sent: the thread waits for approval"}
-            return
+    """A new message's run. An undo or a run a crash cut off is finished first, as the
+    terminal does on opening the thread (core.opening.recover); if that pauses, the message
+    waits for the decision and is not sent."""
+    async for frame in run_frames(session, recover(session, view)):
+        yield frame
+    if session.paused_on is not None:
+        yield "error", {"text": "your message was not sent: the thread waits for approval"}
+        return
     async for frame in run_frames(session, session.turn(text)):
         yield frame
 

@@ -8,6 +8,13 @@
     tool_result  {"id", "tool", "text", "failed"}
     decision     {"id", "tool", "decision", "reason", "by"}   a rule's, the mode's, a grant's,
                                                               or the admin's
+    reasoning    {"text"}                      a reasoning model's thinking as it streams; never
+                                               part of the answer
+    cut          {"limit"}                     the reply stopped at the reply limit (tokens, 0
+                                               when unknown); any call in it was not run
+    compacted    {"summarised", "covered", "kept", "tokens_before", "tokens_after",
+                  "context_length", "why"}     older messages summarised (see core.events)
+    undone       {"text", "complete"}          an undo ran; what the model was told
     approval     {"status": "pending", "thread", "route", "calls": [... each with "preview"]}
     error        {"text"}
     done         {"thread", "status"}          done | pending | error | cut_off; always last
@@ -18,9 +25,10 @@ A run that pauses ends with a `text` notice that the request is queued for revie
 
 from __future__ import annotations
 
+import dataclasses
 import json
 from collections.abc import AsyncIterator
-from typing import Any
+from typing import Any, assert_never
 
 from core import events
 from core.session import ThreadSession
@@ -52,10 +60,13 @@ async def run_frames(
     """The frames of one run, in order, without `done` (the runner adds it)."""
     streamed = False  # whether the reply being written was sent as text deltas already
     async for event in run:
+        # Every event has its frame: the type checker proves the match complete.
         match event:
             case events.TextDelta(text):
                 streamed = True
                 yield "text", {"text": text}
+            case events.Reasoning(text):
+                yield "reasoning", {"text": text}
             case events.Answer(text):
                 if not streamed:  # our own messages (the step limit) do not stream
                     yield "text", {"text": text}
@@ -70,11 +81,21 @@ async def run_frames(
                 yield result_frame(event)
             case events.Decision():
                 yield decision_frame(event)
+            case events.ReplyCut(limit):
+                yield "cut", {"limit": limit}
+            case events.Compacted():
+                yield "compacted", dataclasses.asdict(event)
+            case events.Undone(text, complete):
+                yield "undone", {"text": text, "complete": complete}
+            case events.Notice(text):
+                yield "text", {"text": text}
             case events.Failed(text):
                 yield "error", {"text": text}
             case events.Paused(payload):
                 yield "text", {"text": queued_notice(session.thread, payload)}
                 yield "approval", await approval_data(session, payload)
+            case _:
+                assert_never(event)
 
 
 def result_frame(result: events.ToolResult) -> Frame:

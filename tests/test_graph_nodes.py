@@ -1,0 +1,196 @@
+"""The graph's approve and tools steps on their own (agent_graph.approve, agent_graph.run_tools),
+beside the end-to-end tests: real tools of our MCP server on a temp folder, a real SQLite
+store, and the person's answer given as the resume value LangGraph would hand back."""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
+from pathlib import Path
+from typing import Any
+
+from langchain_core.messages import AIMessage, HumanMessage, ToolMessage
+from langchain_core.tools import BaseTool
+
+from agent_graph import approve, run_tools
+from core.approval import tool_schema
+from core.policy import Policy, Rule
+from core.questions import with_ask_person
+from core.server_process import start_server, stop_server
+from core.tools import open_tools
+from store import open_store
+
+
+def call(name: str, call_id: str, **args: Any) -> dict[str, Any]:
+    return {"id": call_id, "name": name, "args": args, "type": "tool_call"}
+
+
+def state(*calls: dict[str, Any], **more: Any) -> dict[str, Any]:
+    asked = HumanMessage(content="do it", id="human-1")
+    message = AIMessage(content="", id="ai-1", tool_calls=list(calls))
+    return {"messages": [asked, message], "route": "filesystem", "turn": 1, **more}
+
+
+@asynccontextmanager
+async def real_tools(root: Path) -> AsyncIterator[dict[str, BaseTool]]:
+    process = await start_server([root], read_only=False, verbose=False)
+    try:
+        async with open_tools(process) as tools:
+            yield {tool.name: tool for tool in with_ask_person(tools)}
+    finally:
+        await stop_server(process)
+
+
+def schemas_of(tools: dict[str, BaseTool]) -> dict[str, Any]:
+    return {name: tool_schema(tool) for name, tool in tools.items()}
+
+
+class Person:
+    """The reviewer: answers each payload it is shown with `answer`, and keeps them."""
+
+    def __init__(self, answer: dict[str, Any]) -> None:
+        self.answer = answer
+        self.shown: list[dict[str, Any]] = []
+
+    def __call__(self, payload: dict[str, Any]) -> dict[str, Any]:
+        self.shown.append(payload)
+        return self.answer
+
+
+def test_approve_asks_once_about_what_no_rule_decides(tmp_path: Path):
+    root = tmp_path.resolve()
+    allow_docs = Rule(1, None, ("docs/**",), "allow", "fsagent.toml")
+    policy = Policy(roots=(root,), rules=(allow_docs,), source=str(root / "fsagent.toml"))
+    calls = [
+        call("write_file", "call_docs", path="docs/a.md", content="a\n"),
+        call("write_file", "call_top", path="top.md", content="t\n"),
+        call("read_file", "call_read", path="docs/a.md"),
+    ]
+    person = Person({"decisions": {"call_top": {"type": "approve", "grant": True}}})
+
+    async def scenario() -> None:
+        async with real_tools(root) as tools:
+            command = approve(
+                state(*calls), schemas=schemas_of(tools), policy=policy, mode="ask", ask=person
+            )
+            # The person saw one payload, with only the call no rule decided; the read is not
+            # theirs to decide.
+            [payload] = person.shown
+            assert payload["kind"] == "approval" and payload["route"] == "filesystem"
+            assert [c["id"] for c in payload["calls"]] == ["call_top"]
+            assert command.goto == "tools"
+            approvals = command.update["approvals"]
+            assert approvals["call_docs"]["by"] == "rule" and approvals["call_docs"]["type"] == (
+                "approve"
+            )
+            assert approvals["call_top"] == {
+                "type": "approve",
+                "decision": "grant",
+                "tool": "write_file",
+                "by": "person",
+            }
+            assert "call_read" not in approvals
+            [grant] = command.update["grants"]
+            assert grant["tool"] == "write_file"
+
+            # The same state and the grant it recorded: nobody is asked again.
+            again = Person({})
+            later = approve(
+                state(*calls, grants=command.update["grants"]),
+                schemas=schemas_of(tools),
+                policy=policy,
+                mode="ask",
+                ask=again,
+            )
+            assert again.shown == []
+            assert later.update["approvals"]["call_top"]["by"] == "grant"
+
+    asyncio.run(scenario())
+
+
+def test_approve_with_approve_no_refuses_every_write_without_asking(tmp_path: Path):
+    root = tmp_path.resolve()
+    person = Person({"decisions": {"call_w": {"type": "approve"}}})
+
+    async def scenario() -> None:
+        async with real_tools(root) as tools:
+            command = approve(
+                state(call("write_file", "call_w", path="a.txt", content="a\n")),
+                schemas=schemas_of(tools),
+                policy=Policy(roots=(root,)),
+                mode="no",
+                ask=person,
+            )
+            assert person.shown == []
+            record = command.update["approvals"]["call_w"]
+            assert record["type"] == "reject" and record["by"] == "mode"
+
+    asyncio.run(scenario())
+
+
+def test_run_tools_runs_reads_and_approved_writes_once_and_audits_every_decision(
+    tmp_path: Path,
+):
+    root = (tmp_path / "root").resolve()
+    root.mkdir()
+    (root / "a.txt").write_text("alpha\n")
+    calls = [
+        call("read_file", "call_read", path="a.txt"),
+        call("write_file", "call_yes", path="yes.txt", content="yes\n"),
+        call("write_file", "call_no", path="no.txt", content="no\n"),
+        call("write_file", "call_none", path="none.txt", content="none\n"),
+    ]
+    approvals = {
+        "call_yes": {
+            "type": "approve",
+            "decision": "approve",
+            "tool": "write_file",
+            "by": "person",
+        },
+        "call_no": {
+            "type": "reject",
+            "decision": "reject",
+            "message": "not that one",
+            "tool": "write_file",
+            "by": "person",
+        },
+    }
+
+    async def scenario() -> None:
+        async with real_tools(root) as tools, open_store(tmp_path / "threads.db") as store:
+            schemas = schemas_of(tools)
+            given = state(*calls, approvals=approvals)
+            update = await run_tools(
+                given, "t", tools=tools, schemas=schemas, store=store, root=str(root)
+            )
+            results = update["messages"]
+            assert all(isinstance(m, ToolMessage) for m in results)
+            by_call = {m.tool_call_id: m for m in results}
+            assert list(by_call) == ["call_read", "call_yes", "call_no", "call_none"]
+            assert "alpha" in str(by_call["call_read"].content)
+            assert by_call["call_yes"].status == "success"
+            assert "not that one" in str(by_call["call_no"].content)
+            assert update["approvals"] == {}  # the batch is done
+            assert (root / "yes.txt").read_text() == "yes\n"
+            assert not (root / "no.txt").exists() and not (root / "none.txt").exists()
+            rows = await store.audit_rows("t")
+            assert sorted((r.call_id, r.decision, r.by) for r in rows) == [
+                ("call_no", "reject", "person"),
+                ("call_yes", "approve", "person"),
+            ]
+
+            # The step again (a resume after a crash): the write does not run a second time,
+            # its answer is the recorded one.
+            (root / "yes.txt").write_text("changed since\n")
+            again = await run_tools(
+                given, "t", tools=tools, schemas=schemas, store=store, root=str(root)
+            )
+            assert (root / "yes.txt").read_text() == "changed since\n"
+            [rerun] = [m for m in again["messages"] if m.tool_call_id == "call_yes"]
+            assert rerun.content == by_call["call_yes"].content
+            assert len(await store.audit_rows("t")) == 2
+            [kept] = await store.undo_records("t")
+            assert kept.call_id == "call_yes"
+
+    asyncio.run(scenario())
