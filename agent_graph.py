@@ -168,8 +168,8 @@ def build_graph(
         writes = approval.writes_to_review(message, schemas, state.get("route"))
         return Command(goto="judge" if writes else "tools", update={"approvals": answers})
 
-    def judge_node(state: AgentState) -> Any:
-        return judge(state, schemas=schemas, policy=policy, mode=mode, tools=tools_by_name)
+    async def judge_node(state: AgentState) -> Command[str]:
+        return await judge(state, schemas=schemas, policy=policy, mode=mode, tools=tools_by_name)
 
     def approve_node(state: AgentState) -> Command[str]:
         return approve(state, schemas=schemas, policy=policy, mode=mode)

@@ -35,7 +35,7 @@ from core.threads import (
 )
 from store.base import AuditRow, Store
 from terminal.console import Terminal, put
-from terminal.review import describe_call, paint
+from terminal.review import describe_call, diff_style
 from terminal.steps import StepPrinter, show_run
 from terminal.undo import finish_cut_off_undo, undo_at_terminal
 
@@ -255,7 +255,7 @@ async def confirm_previews(
     for number, call in enumerate(approving, 1):
         term.say(f"[{number}/{len(approving)}] {describe_call(call)}")
         for line in await session.preview(call):
-            term.say("    " + paint(line, term.color))
+            term.say("    " + visible(line, keep="\t"), style=diff_style(line))
     if yes or not approving:
         return True
     if term.piped:

@@ -13,7 +13,7 @@ from typing import Any
 from langchain_core.messages import AIMessage, HumanMessage, ToolMessage
 from langchain_core.tools import BaseTool
 
-from agent_graph import approve, run_tools
+from agent_graph import approve, judge, run_tools
 from core.approval import tool_schema
 from core.policy import Policy, Rule
 from core.questions import with_ask_person
@@ -46,6 +46,20 @@ def schemas_of(tools: dict[str, BaseTool]) -> dict[str, Any]:
     return {name: tool_schema(tool) for name, tool in tools.items()}
 
 
+async def decide(
+    given: dict[str, Any], tools: dict[str, BaseTool], policy: Policy, mode: str, ask: Any
+) -> Any:
+    """The graph's judge step (the server's plan, then rules, mode and grants), and its
+    approve step when the judge left a call to a person: the command the last one returned."""
+    schemas = schemas_of(tools)
+    judged = await judge(given, schemas=schemas, policy=policy, mode=mode, tools=tools)
+    if judged.goto != "approve":
+        return judged
+    return approve(
+        {**given, **judged.update}, schemas=schemas, policy=policy, mode=mode, ask=ask
+    )
+
+
 class Person:
     """The reviewer: answers each payload it is shown with `answer`, and keeps them."""
 
@@ -71,9 +85,7 @@ def test_approve_asks_once_about_what_no_rule_decides(tmp_path: Path):
 
     async def scenario() -> None:
         async with real_tools(root) as tools:
-            command = approve(
-                state(*calls), schemas=schemas_of(tools), policy=policy, mode="ask", ask=person
-            )
+            command = await decide(state(*calls), tools, policy, "ask", person)
             # The person saw one payload, with only the call no rule decided; the read is not
             # theirs to decide.
             [payload] = person.shown
@@ -96,12 +108,8 @@ def test_approve_asks_once_about_what_no_rule_decides(tmp_path: Path):
 
             # The same state and the grant it recorded: nobody is asked again.
             again = Person({})
-            later = approve(
-                state(*calls, grants=command.update["grants"]),
-                schemas=schemas_of(tools),
-                policy=policy,
-                mode="ask",
-                ask=again,
+            later = await decide(
+                state(*calls, grants=command.update["grants"]), tools, policy, "ask", again
             )
             assert again.shown == []
             assert later.update["approvals"]["call_top"]["by"] == "grant"
@@ -115,12 +123,12 @@ def test_approve_with_approve_no_refuses_every_write_without_asking(tmp_path: Pa
 
     async def scenario() -> None:
         async with real_tools(root) as tools:
-            command = approve(
+            command = await decide(
                 state(call("write_file", "call_w", path="a.txt", content="a\n")),
-                schemas=schemas_of(tools),
-                policy=Policy(roots=(root,)),
-                mode="no",
-                ask=person,
+                tools,
+                Policy(roots=(root,)),
+                "no",
+                person,
             )
             assert person.shown == []
             record = command.update["approvals"]["call_w"]
