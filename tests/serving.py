@@ -78,7 +78,7 @@ def sse_events(text: str) -> list[tuple[str, dict]]:
     """(event, data) of each server-sent event in a response body."""
     found = []
     for block in text.split("\n\n"):
-        if not block.strip():
+        if not block.strip() or block.startswith(":"):  # a keep-alive comment
             continue
         kind = re.search(r"^event: (.*)$", block, re.M)
         data = re.search(r"^data: (.*)$", block, re.M)

@@ -5,9 +5,10 @@ same core the terminal drives (`ThreadSession` and its events).
     GET  /api/threads                    every thread: status, message count, pending calls
     GET  /api/threads/{name}             one thread: its messages and pending calls (previews)
     GET  /api/admin/approvals            every waiting thread: calls, previews, the request
-    POST /api/admin/approvals/{name}     decide the batch and resume: {"status", "thread",
-                                         "answer"}, or the run as events (Accept:
-                                         text/event-stream)
+    POST /api/admin/approvals/{name}     decide the batch and resume: {"status", "thread_id",
+                                         "answer", "run", "results"} (web/outcomes.py), or the
+                                         run as events (Accept: text/event-stream)
+    GET  /openapi.json                   the schema of all this
     GET  /healthz                        LM Studio and the MCP server reachable?
     GET  /                               the inbox page (web/static)
 
@@ -31,6 +32,7 @@ from starlette.exceptions import HTTPException as StarletteHTTPException
 from starlette.middleware.cors import CORSMiddleware
 
 from core.approval import tool_schema
+from core.audit import now
 from core.decisions import DecisionError, answer_value, check_form, resume_value
 from core.events import Decision
 from core.questions import is_question
@@ -39,6 +41,7 @@ from core.text import format_call
 from core.threads import (
     INTERRUPTED,
     WAITING,
+    WAITING_ANSWER,
     ThreadView,
     all_views,
     cannot_resume_message,
@@ -51,7 +54,8 @@ from web import payloads
 from web.access_log import AccessLog
 from web.auth import Access, Guard, Refused, Tokens, refusal
 from web.bodies import only_keys, read_json
-from web.events import DONE, Frame, decision_frame, run_frames
+from web.events import Frame, decision_frame, run_frames
+from web.outcomes import outcome
 from web.runs import Run, Runs
 
 STATIC = Path(__file__).resolve().parent / "static"
@@ -85,9 +89,15 @@ def create_app(service: Service, access: Access) -> FastAPI:
         yield
         await runs.shutdown("the server is stopping")
 
-    # No /docs: FastAPI's pages load their scripts from a CDN, and the page must work offline.
+    # The schema, but no /docs: FastAPI's pages load their scripts from a CDN, and the page
+    # must work offline.
     app = FastAPI(
-        title="fsagent", docs_url=None, redoc_url=None, openapi_url=None, lifespan=lifespan
+        title="fsagent",
+        summary="A terminal agent's threads, approvals and questions over HTTP",
+        docs_url=None,
+        redoc_url=None,
+        openapi_url="/openapi.json",
+        lifespan=lifespan,
     )
     app.state.runs = runs
     app.state.service = service
@@ -132,7 +142,8 @@ def create_app(service: Service, access: Access) -> FastAPI:
         view = await session.view()
         if view is None:
             raise Refused(404, f"no thread named '{name}'")
-        return JSONResponse(await payloads.detail(session, view), headers=NO_STORE)
+        shown = await payloads.detail(session, view)
+        return JSONResponse({**shown, "running": name in runs.active}, headers=NO_STORE)
 
     @app.post("/api/threads/{name}/messages", dependencies=chat)
     async def post_message(name: str, request: Request) -> Response:
@@ -170,10 +181,18 @@ def create_app(service: Service, access: Access) -> FastAPI:
                 check_form(body)
         except DecisionError as error:
             raise Refused(400, str(error)) from None
-        claim = await runs.claim(name)
+        try:
+            claim = await runs.claim(name)
+        except Refused as refused:
+            decided = runs.decided.get(name)  # by this server, its run still going
+            if refused.status != 409 or decided is None:
+                raise
+            raise Refused(
+                409, f"thread '{name}' was already decided by {decided}; its run goes on"
+            ) from None
         try:
             session = service.session(name)
-            payload = await pending_payload(session, name)
+            payload = await pending_payload(session, name, service.store)
             calls = list(payload["calls"])
             schemas = {tool_name: tool_schema(tool) for tool_name, tool in session.tools.items()}
             try:
@@ -190,10 +209,21 @@ def create_app(service: Service, access: Access) -> FastAPI:
         except BaseException:
             await claim.release()
             raise
+        runs.decided[name] = f"admin at {now()}"
         run = runs.start(claim, session, resume_frames(session, calls, decisions))
         if "text/event-stream" in request.headers.get("accept", ""):
             return stream(run)
-        return JSONResponse(outcome(name, await run.collect()), headers=NO_STORE)
+        answer = outcome(name, calls, decisions, await run.collect())
+        return JSONResponse(answer, headers=NO_STORE)
+
+    # A name with a '/' in it matches no route above; say the rule rather than "Not Found".
+    @app.api_route("/api/threads/{name:path}", methods=["GET", "POST"], include_in_schema=False)
+    @app.api_route(
+        "/api/admin/approvals/{name:path}", methods=["GET", "POST"], include_in_schema=False
+    )
+    async def bad_name(name: str) -> Response:
+        checked_name(name.removesuffix("/messages"))
+        raise Refused(404, f"no such endpoint: {name[:100]!r}")
 
     # The last added runs first: every request is logged, then guarded, then routed.
     if access.cors_origins:  # no CORS unless asked for (--cors-origin), and only those
@@ -222,6 +252,14 @@ def check_takes_message(view: ThreadView | None) -> None:
         return
     if view.problem:
         raise Refused(409, cannot_resume_message(view))
+    if view.status == WAITING_ANSWER:
+        questions = "; ".join(str(c.get("question") or "") for c in view.waiting)
+        raise Refused(
+            409,
+            f"thread '{view.name}' waits for an answer to the model's question "
+            f"({questions[:200]}); it takes a new message once that is answered (the inbox, or "
+            f'POST /api/admin/approvals/{view.name} with {{"answers": ...}})',
+        )
     if view.status == WAITING:
         calls = ", ".join(format_call(c.get("name"), c.get("args"), 60) for c in view.waiting)
         raise Refused(
@@ -231,16 +269,27 @@ def check_takes_message(view: ThreadView | None) -> None:
         )
 
 
-async def pending_payload(session: ThreadSession, name: str) -> dict[str, Any]:
+async def pending_payload(
+    session: ThreadSession, name: str, store: Store | None = None
+) -> dict[str, Any]:
     """What the thread waits on (an approval or a question), from its checkpoint's
-    interrupts; 404 when nothing."""
+    interrupts; 404 when nothing (saying who decided the last batch, and when)."""
     view = await session.view()
     if view is not None and view.problem:
         raise Refused(409, cannot_resume_message(view))
     payload = pending_approval(view.snapshot if view is not None else None)
     if payload is None:
+        decided = await last_decided(store, name) if store is not None else None
+        if decided:
+            raise Refused(404, f"thread '{name}' has nothing pending: already decided by {decided}")
         raise Refused(404, f"thread '{name}' has nothing pending")
     return payload
+
+
+async def last_decided(store: Store, name: str) -> str | None:
+    """Who decided the thread's last call, and when, from the audit: "admin at T"."""
+    rows = [row for row in await store.audit_rows(name) if row.decision != "undo"]
+    return f"{rows[-1].by} at {rows[-1].time}" if rows else None
 
 
 def stream(run: Run) -> StreamingResponse:
@@ -280,20 +329,3 @@ async def resume_frames(
         yield decision_frame(Decision(call["id"], call["name"], kind, text, "admin"))
     async for frame in run_frames(session, session.resume(decisions)):
         yield frame
-
-
-def outcome(thread: str, frames: list[Frame]) -> dict[str, Any]:
-    """A resumed run as one JSON answer: how it ended and the model's last answer."""
-    status = DONE
-    answer = ""
-    result: dict[str, Any] = {}
-    for kind, data in frames:
-        if kind == "answer":
-            answer = data["text"]
-        elif kind == "approval":
-            result["calls"] = data["calls"]
-        elif kind == "error":
-            result.setdefault("error", data["text"])
-        elif kind == "done":
-            status = data["status"]
-    return {"status": status, "thread": thread, "answer": answer, **result}

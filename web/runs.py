@@ -33,6 +33,9 @@ from web.auth import Refused
 from web.events import CUT_OFF, Frame, encode, result_frame, status_of
 
 _END: Frame = ("", {})
+# Shortened by the tests (FSAGENT_SSE_KEEPALIVE) to see one without waiting.
+KEEP_ALIVE_SECONDS = float(os.environ.get("FSAGENT_SSE_KEEPALIVE") or 15)
+KEEP_ALIVE = b": keep-alive\n\n"
 
 
 @dataclass
@@ -53,11 +56,23 @@ class Run:
             self.task.cancel()
 
     async def stream(self) -> AsyncIterator[bytes]:
-        """The frames as server-sent events, until `done`. A client that goes away cuts the
-        run off."""
+        """The frames as server-sent events, numbered (`id:`), until `done`; a comment line
+        while nothing comes for KEEP_ALIVE_SECONDS (the model thinking, a slow tool), so a
+        proxy or the browser does not take the quiet for a dead connection. A client that
+        goes away cuts the run off."""
+        number = 0
         try:
-            while (frame := await self.frames.get()) is not _END:
-                yield encode(frame)
+            while True:
+                try:
+                    async with asyncio.timeout(KEEP_ALIVE_SECONDS):
+                        frame = await self.frames.get()
+                except TimeoutError:
+                    yield KEEP_ALIVE
+                    continue
+                if frame is _END:
+                    break
+                number += 1
+                yield encode(frame, number)
         finally:
             self.cut_off("the client went away")
 
@@ -85,6 +100,7 @@ class Claim:
             await self.hold.__aexit__(None, None, None)
         finally:
             self.runs.active.pop(self.thread, None)
+            self.runs.decided.pop(self.thread, None)
 
 
 class Runs:
@@ -92,6 +108,8 @@ class Runs:
         self.store = store
         self.verbose = verbose
         self.active: dict[str, Run | None] = {}  # None: claimed, its run not started yet
+        # Threads whose batch was decided here, while its run goes on: "admin at T".
+        self.decided: dict[str, str] = {}
         self.stopping: str | None = None
 
     async def claim(self, thread: str) -> Claim:
