@@ -139,11 +139,13 @@ def create_app(service: Service, access: Access) -> FastAPI:
     @app.get("/api/threads/{name}", dependencies=chat)
     async def show_thread(name: str) -> Response:
         session = service.session(checked_name(name))
+        # Read before the view: a run that ended before it was read has closed the thread.
+        running = name in runs.active
         view = await session.view()
         if view is None:
             raise Refused(404, f"no thread named '{name}'")
         shown = await payloads.detail(session, view)
-        return JSONResponse({**shown, "running": name in runs.active}, headers=NO_STORE)
+        return JSONResponse({**shown, "running": running}, headers=NO_STORE)
 
     @app.post("/api/threads/{name}/messages", dependencies=chat)
     async def post_message(name: str, request: Request) -> Response:

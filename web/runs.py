@@ -27,12 +27,14 @@ from typing import Any
 
 from core.error_lines import describe_error
 from core.session import ThreadSession
+from core.threads import INTERRUPTED
 from store.base import Store
 from store.errors import ThreadBusy
 from web.auth import Refused
 from web.events import CUT_OFF, Frame, encode, result_frame, status_of
 
 _END: Frame = ("", {})
+CLOSE_ATTEMPTS = 5
 # Shortened by the tests (FSAGENT_SSE_KEEPALIVE) to see one without waiting.
 KEEP_ALIVE_SECONDS = float(os.environ.get("FSAGENT_SSE_KEEPALIVE") or 15)
 KEEP_ALIVE = b": keep-alive\n\n"
@@ -85,6 +87,20 @@ class Run:
         finally:
             self.cut_off("the client went away")
         return collected
+
+
+async def close_for_good(session: ThreadSession, why: str) -> list[Any]:
+    """Close a cut-off run until the thread reads idle. A checkpoint langgraph was still
+    writing when the run was cancelled (its background put) can land after the first close
+    and leave the thread due to run a step again, which its next message would re-run."""
+    results = []
+    for attempt in range(CLOSE_ATTEMPTS):
+        results += await session.close_cut_off_run(why)
+        view = await session.view()
+        if view is not None and view.status != INTERRUPTED:
+            break  # (none yet: its first checkpoint may still be landing)
+        await asyncio.sleep(0.05 * (attempt + 1))  # let the late write land, then close again
+    return results
 
 
 class Claim:
@@ -160,7 +176,7 @@ class Runs:
             status = CUT_OFF
             why = f"the run was cut off ({run.cut_off_by or 'cancelled'})"
             try:
-                for result in await session.close_cut_off_run(why):
+                for result in await close_for_good(session, why):
                     put(*result_frame(result))
             except Exception as error:  # the thread stays interrupted; opening it finishes it
                 put("error", {"text": f"closing the cut-off run failed: {error}"})
