@@ -26,16 +26,23 @@ Tools = dict[str, Any]
 
 async def preview(call: dict[str, Any], tools: Tools) -> list[str]:
     """The lines that show what `call` would do, cut to PREVIEW_LINES with a marker."""
+    return cut(await whole_preview(call, tools, whole=False))
+
+
+async def whole_preview(call: dict[str, Any], tools: Tools, *, whole: bool = True) -> list[str]:
+    """Every line of what `call` would do, uncut (a reviewer pages through a big diff)."""
     make = PREVIEWS.get(call["name"])
     if make is None:
         return []
+    if whole and call["name"] == "write_file":
+        make = preview_whole_write
     try:
         lines = await make(call["args"], tools)
     except ReadError as error:
         lines = [f"(no preview: {error})"]
     except (ValueError, KeyError, TypeError) as error:  # an answer of a shape we did not expect
         lines = [f"(no preview: unexpected answer from the server: {error})"]
-    return cut(lines)
+    return lines
 
 
 async def undo_note(call: dict[str, Any], tools: Tools, thread_used: int) -> list[str]:
@@ -63,20 +70,27 @@ def clip_line(line: str) -> str:
 # --- one preview per write tool --------------------------------------------------------------
 
 
-async def preview_write(args: dict[str, Any], tools: Tools) -> list[str]:
+async def preview_write(
+    args: dict[str, Any], tools: Tools, head: int | None = NEW_FILE_HEAD
+) -> list[str]:
     result = json.loads(await ask(tools, "write_file", {**args, "dry_run": True}))
     if result.get("old_sha256") is None:
-        return new_file_lines(result["path"], str(args.get("content", "")))
+        return new_file_lines(result["path"], str(args.get("content", "")), head)
     return list(result.get("diff") or ["(no change)"])
 
 
-def new_file_lines(path: str, content: str) -> list[str]:
+async def preview_whole_write(args: dict[str, Any], tools: Tools) -> list[str]:
+    return await preview_write(args, tools, head=None)
+
+
+def new_file_lines(path: str, content: str, head: int | None = NEW_FILE_HEAD) -> list[str]:
     lines = content.splitlines()
-    head = [f"new file {path}, {len(lines):,} lines, {len(content.encode()):,} bytes:"]
-    head += [f"+{line}" for line in lines[:NEW_FILE_HEAD]]
-    if len(lines) > NEW_FILE_HEAD:
-        head.append(f"… {len(lines) - NEW_FILE_HEAD:,} more lines not shown")
-    return head
+    kept = lines if head is None else lines[:head]
+    shown = [f"new file {path}, {len(lines):,} lines, {len(content.encode()):,} bytes:"]
+    shown += [f"+{line}" for line in kept]
+    if len(lines) > len(kept):
+        shown.append(f"… {len(lines) - len(kept):,} more lines not shown")
+    return shown
 
 
 async def preview_patch(args: dict[str, Any], tools: Tools) -> list[str]:

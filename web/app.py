@@ -8,6 +8,8 @@ same core the terminal drives (`ThreadSession` and its events).
     POST /api/admin/approvals/{name}     decide the batch and resume: {"status", "thread_id",
                                          "answer", "run", "results"} (web/outcomes.py), or the
                                          run as events (Accept: text/event-stream)
+    POST /api/admin/approvals/{name}/preview  a call's whole preview, paged, or an edit's
+    GET  /api/admin/inbox                what waits, as events whenever it changes
     GET  /openapi.json                   the schema of all this
     GET  /healthz                        LM Studio and the MCP server reachable?
     GET  /                               the inbox page (web/static)
@@ -35,6 +37,7 @@ from core.approval import tool_schema
 from core.audit import now
 from core.decisions import DecisionError, answer_value, check_form, resume_value
 from core.events import Decision
+from core.preview import whole_preview
 from core.questions import is_question
 from core.session import ThreadSession
 from core.text import format_call
@@ -55,6 +58,7 @@ from web.access_log import AccessLog
 from web.auth import Access, Guard, Refused, Tokens, refusal
 from web.bodies import only_keys, read_json
 from web.events import Frame, decision_frame, run_frames
+from web.inbox import inbox_events
 from web.outcomes import outcome
 from web.runs import Run, Runs
 
@@ -68,6 +72,7 @@ PAGE_HEADERS = {
     "X-Content-Type-Options": "nosniff",
 }
 NO_STORE = {"Cache-Control": "no-store"}
+PREVIEW_PAGE = 2000  # lines of a whole preview per request
 
 
 @dataclass
@@ -216,6 +221,38 @@ def create_app(service: Service, access: Access) -> FastAPI:
         if "text/event-stream" in request.headers.get("accept", ""):
             return stream(run)
         answer = outcome(name, calls, decisions, await run.collect())
+        return JSONResponse(answer, headers=NO_STORE)
+
+    @app.get("/api/admin/inbox", dependencies=admin)
+    async def inbox_stream() -> Response:
+        """What waits, again whenever it changes, as server-sent events (web/inbox.py)."""
+        events = inbox_events(runs, lambda: waiting_views(service.store, service.graph))
+        headers = {**NO_STORE, "X-Accel-Buffering": "no"}
+        return StreamingResponse(events, media_type="text/event-stream", headers=headers)
+
+    @app.post("/api/admin/approvals/{name}/preview", dependencies=admin)
+    async def preview_call(name: str, request: Request) -> Response:
+        """A pending call's whole preview, a page of it at a time, or that of the call as an
+        edit would change it (`args`): worked out by dry runs, nothing runs."""
+        checked_name(name)
+        body = only_keys(
+            await read_json(request), {"call_id", "args", "offset", "limit"}, "a preview"
+        )
+        session = service.session(name)
+        payload = await pending_payload(session, name, service.store)
+        call = next((c for c in payload["calls"] if c.get("id") == body.get("call_id")), None)
+        if call is None:
+            ids = ", ".join(str(c.get("id")) for c in payload["calls"])
+            raise Refused(400, f"thread '{name}' waits on no call {body.get('call_id')!r} ({ids})")
+        args = body.get("args", call.get("args"))
+        if not isinstance(args, dict):
+            raise Refused(400, '"args" must be a JSON object of the call\'s arguments')
+        offset, limit = body.get("offset", 0), body.get("limit", PREVIEW_PAGE)
+        if not all(isinstance(n, int) and n >= 0 for n in (offset, limit)):
+            raise Refused(400, '"offset" and "limit" must be whole numbers from 0')
+        lines = await whole_preview({**call, "args": args}, session.tools)
+        page = lines[offset : offset + min(limit, PREVIEW_PAGE)]
+        answer = {"call_id": call["id"], "offset": offset, "total": len(lines), "lines": page}
         return JSONResponse(answer, headers=NO_STORE)
 
     # A name with a '/' in it matches no route above; say the rule rather than "Not Found".

@@ -41,6 +41,7 @@ def outcome(
     thread: str, calls: list[dict[str, Any]], decisions: dict[str, Any], frames: list[Frame]
 ) -> dict[str, Any]:
     args = {call["id"]: call.get("args") for call in calls}
+    names = {call["id"]: call.get("name") for call in calls}
     for call_id, decision in decisions.get("decisions", {}).items():
         if decision.get("type") == "edit":
             args[call_id] = decision.get("args")
@@ -54,13 +55,15 @@ def outcome(
         elif kind == "tool_result":
             results.append({
                 "id": data["id"],
-                "tool": data["tool"],
+                # A resumed call's result may not know its tool ("?"); the batch does.
+                "tool": names.get(data["id"]) or data["tool"],
                 "path": call_path(args.get(data["id"])),
                 "failed": data["failed"],
                 "text": data["text"],
             })  # fmt: skip
         elif kind == "tool_call":
             args.setdefault(data["id"], data.get("args"))
+            names.setdefault(data["id"], data.get("tool"))
         elif kind == "approval":
             extra["calls"] = data["calls"]
         elif kind == "error":

@@ -126,7 +126,22 @@ class Runs:
         self.active: dict[str, Run | None] = {}  # None: claimed, its run not started yet
         # Threads whose batch was decided here, while its run goes on: "admin at T".
         self.decided: dict[str, str] = {}
+        self.keep_alive_seconds = KEEP_ALIVE_SECONDS
+        self._change = asyncio.Event()  # set when a run starts or ends, for the inbox stream
         self.stopping: str | None = None
+
+    def changed(self) -> None:
+        self._change.set()
+        self._change = asyncio.Event()
+
+    async def wait_for_change(self, seconds: float) -> bool:
+        """Whether a run started or ended within `seconds`."""
+        try:
+            async with asyncio.timeout(seconds):
+                await self._change.wait()
+        except TimeoutError:
+            return False
+        return True
 
     async def claim(self, thread: str) -> Claim:
         """Take `thread` for a run; Refused (409) when it runs here or is open elsewhere."""
@@ -154,6 +169,7 @@ class Runs:
         run = Run(claim.thread)
         self.active[claim.thread] = run
         run.task = asyncio.create_task(self._run(run, claim, session, frames))
+        self.changed()
         return run
 
     async def _run(
@@ -191,10 +207,12 @@ class Runs:
             finally:
                 put("done", {"thread": run.thread, "status": status or status_of(sent)})
                 run.frames.put_nowait(_END)
+                self.changed()
 
     def cut_off_all(self, why: str) -> None:
         """Cut off every run (SIGTERM): each closes its thread and ends its response."""
         self.stopping = self.stopping or why
+        self.changed()  # the inbox streams end
         for run in list(self.active.values()):
             if run is not None:
                 run.cut_off(why)

@@ -119,8 +119,9 @@ def test_review_a_batch_in_the_inbox_page(
 
             call_a = thread.locator('.call[data-call="call_a"]')
             call_b = thread.locator('.call[data-call="call_b"]')
-            shown_args = json.loads(await call_a.locator("pre.args").inner_text())
-            assert shown_args == {"path": "a.txt", "content": "a new file\n"}
+            await call_a.locator("details.args-box summary").click()
+            shown_args = await call_a.locator("dl.args pre.arg").all_inner_texts()
+            assert shown_args == ["a.txt", "a new file\n"]  # the content as text, not JSON
             assert "a new file" in await call_a.locator("pre.diff").inner_text()
             removed = call_b.locator("pre.diff span.del")
             added = call_b.locator("pre.diff span.add")
@@ -144,7 +145,9 @@ def test_review_a_batch_in_the_inbox_page(
             await thread.locator("button.submit").click()
             await thread.locator(".answer").wait_for()
             assert await thread.locator(".answer").inner_text() == answer
-            assert "rejected call_a (write_file): not a.txt, thanks" in await result.inner_text()
+            shown = await result.inner_text()
+            assert "rejected write_file a.txt (call_a): not a.txt, thanks" in shown
+            assert "✓ write_file b.txt: done" in shown
             await page.screenshot(path=str(tmp_path / "inbox.png"), full_page=True)
         finally:
             await page.close()
