@@ -9,7 +9,6 @@ scenarios of a test do not depend on each other's order."""
 
 from __future__ import annotations
 
-import json
 import socket
 import threading
 import time
@@ -20,33 +19,10 @@ import httpx
 from conftest import Workspace, tree_snapshot
 from core.threads import THREAD_NAME_RULE
 from fake_llm import FakeLLM, reply, text, tool_call
-from serving import ADMIN, JSON, TOKEN, ServeProcess, sse_events
+from serving import ADMIN, JSON, TOKEN, ServeProcess, by_request, sse_events
 
 NO_LLM = "http://127.0.0.1:9/v1"
 SHORT = {"FSAGENT_SSE_KEEPALIVE": "0.2", "FSAGENT_HEADER_SECONDS": "1", "FSAGENT_BODY_SECONDS": "1"}
-
-
-def last_user_text(request: dict[str, Any]) -> tuple[str, int]:
-    """The person's last message in a model request, and how many model turns follow it."""
-    messages = request["messages"]
-    for index in range(len(messages) - 1, -1, -1):
-        if messages[index]["role"] == "user":
-            after = sum(1 for m in messages[index + 1 :] if m["role"] == "assistant")
-            content = messages[index]["content"]
-            return (content if isinstance(content, str) else json.dumps(content)), after
-    return "", 0
-
-
-def by_request(table: dict[str, list[Any]]):
-    """A script answering each request by the person's message it serves: the step for the
-    number of model turns since that message (the last step again past the end)."""
-
-    def answer(request: dict[str, Any]) -> Any:
-        said, turns = last_user_text(request)
-        steps = next((steps for key, steps in table.items() if key in said), [text("?")])
-        return steps[min(turns, len(steps) - 1)]
-
-    return answer
 
 
 def write(path: str, content: str, call_id: str, before: str = "") -> dict[str, Any]:
