@@ -19,7 +19,6 @@ from types import FrameType
 
 import uvicorn
 from fastapi import FastAPI
-from uvicorn.protocols.http.h11_impl import H11Protocol
 
 from core.errors import StartupError
 from web.runs import Runs
@@ -30,54 +29,43 @@ GRACEFUL_SECONDS = 30
 STOPPING = "the server is stopping"
 # A request's line and headers must arrive within this many seconds of the connection (or of
 # the last response on it): a client trickling a header a minute holds no socket for good.
-# uvicorn has no such limit (its keep-alive timer starts only after a first response); the
-# body's own limit is web.bodies.BODY_SECONDS. The tests shorten both.
+# uvicorn has no such limit (its keep-alive timer starts only after a first response), so
+# `close_late_requests` keeps it; the body's own is web.bodies.BODY_SECONDS. The tests
+# shorten both.
 HEADER_SECONDS = float(os.environ.get("FSAGENT_HEADER_SECONDS") or 10)
 # Headers past this size are refused (431) by h11 itself.
 MAX_HEADER_BYTES = 64 * 1024
 
 
-class TimedH11(H11Protocol):
-    """uvicorn's h11 protocol, which closes a connection whose request headers are late."""
+async def close_late_requests(server: uvicorn.Server, limit: float = HEADER_SECONDS) -> None:
+    """Close each connection that has been without a request in progress for `limit`
+    seconds: one whose request line and headers never end (h11 makes no request of them
+    until they do), or that sits idle. A connection serving a request is left alone (the
+    body's own limit, a stream's keep-alive); uvicorn's keep-alive timer still closes idle
+    ones sooner. Checked every `limit / 4` seconds, so a late one lives at most 1.25x."""
+    idle_since: dict[int, float] = {}
+    loop = asyncio.get_running_loop()
+    while True:
+        await asyncio.sleep(limit / 4)
+        now = loop.time()
+        seen = set()
+        for protocol in list(server.server_state.connections):
+            key = id(protocol)
+            seen.add(key)
+            cycle = getattr(protocol, "cycle", None)
+            if cycle is not None and not cycle.response_complete:
+                idle_since.pop(key, None)  # serving a request
+                continue
+            since = idle_since.setdefault(key, now)
+            transport = getattr(protocol, "transport", None)
+            if now - since >= limit and transport is not None and not transport.is_closing():
+                transport.write(LATE)
+                transport.close()
+        for key in set(idle_since) - seen:
+            del idle_since[key]
 
-    header_timer: asyncio.TimerHandle | None = None
-    timed_cycle: object = None
 
-    def connection_made(self, transport: asyncio.Transport) -> None:  # type: ignore[override]
-        super().connection_made(transport)
-        self.arm_header_timer()
-
-    def arm_header_timer(self) -> None:
-        self.cancel_header_timer()
-        self.timed_cycle = self.cycle  # the request before the one being waited for
-        self.header_timer = self.loop.call_later(HEADER_SECONDS, self.headers_late)
-
-    def cancel_header_timer(self) -> None:
-        if self.header_timer is not None:
-            self.header_timer.cancel()
-            self.header_timer = None
-
-    def data_received(self, data: bytes) -> None:
-        super().data_received(data)
-        if self.cycle is not self.timed_cycle:  # h11 parsed a whole request line and headers
-            self.cancel_header_timer()
-
-    def on_response_complete(self) -> None:
-        super().on_response_complete()
-        if not self.transport.is_closing():
-            self.arm_header_timer()
-
-    def connection_lost(self, exc: Exception | None) -> None:
-        self.cancel_header_timer()
-        super().connection_lost(exc)
-
-    def headers_late(self) -> None:
-        self.header_timer = None
-        if not self.transport.is_closing():
-            self.transport.write(
-                b"HTTP/1.1 408 Request Timeout\r\ncontent-length: 0\r\nconnection: close\r\n\r\n"
-            )
-            self.transport.close()
+LATE = b"HTTP/1.1 408 Request Timeout\r\ncontent-length: 0\r\nconnection: close\r\n\r\n"
 
 
 def listen(host: str, port: int) -> socket.socket:
@@ -141,9 +129,12 @@ async def run_server(app: FastAPI, sock: socket.socket, *, verbose: bool = False
         access_log=False,  # ours is one line per request, with the thread (web.access_log)
         lifespan="on",
         timeout_graceful_shutdown=GRACEFUL_SECONDS,
-        http=TimedH11,
         h11_max_incomplete_event_size=MAX_HEADER_BYTES,
     )
     server = Server(config, on_stop)
-    await server.serve(sockets=[sock])
+    sweeper = asyncio.create_task(close_late_requests(server))
+    try:
+        await server.serve(sockets=[sock])
+    finally:
+        sweeper.cancel()
     return 130 if server.stopped_by == signal.SIGINT else 0
