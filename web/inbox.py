@@ -10,12 +10,12 @@ again. A comment line keeps a quiet stream alive; the stream ends when the serve
 
 from __future__ import annotations
 
-import json
 import os
 from collections.abc import AsyncIterator, Awaitable, Callable
 from typing import Any
 
 from core.threads import ThreadView
+from web.events import encode
 from web.runs import KEEP_ALIVE, Runs
 
 POLL_SECONDS = float(os.environ.get("FSAGENT_INBOX_POLL") or 5)
@@ -45,8 +45,7 @@ async def inbox_events(
         if now != last:
             last = now
             number += 1
-            data = json.dumps(now, ensure_ascii=False)
-            yield f"id: {number}\nevent: inbox\ndata: {data}\n\n".encode()
+            yield encode(("inbox", now), number)
             quiet = 0.0
         elif quiet >= runs.keep_alive_seconds:
             yield KEEP_ALIVE
