@@ -261,7 +261,8 @@ def create_app(service: Service, access: Access) -> FastAPI:
         "/api/admin/approvals/{name:path}", methods=["GET", "POST"], include_in_schema=False
     )
     async def bad_name(name: str) -> Response:
-        checked_name(name.removesuffix("/messages"))
+        base, _, last = name.rpartition("/")
+        checked_name(base if last in ("messages", "preview") else name)
         raise Refused(404, f"no such endpoint: {name[:100]!r}")
 
     # The last added runs first: every request is logged, then guarded, then routed.

@@ -216,6 +216,7 @@ def test_the_inbox_follows_the_server_and_reviews_as_a_reviewer_expects(
     async def review(served: ServeProcess, llm: FakeLLM) -> ServeProcess:
         url = served.url
         page = await browser.browser.new_page()
+        page.set_default_timeout(120_000)  # two shared cores, other tests beside it
         try:
             await page.goto(f"{url}/")
             await page.fill("#token-input", TOKEN)

@@ -87,7 +87,9 @@ def test_the_api_keeps_questions_refuses_ambiguous_json_and_answers_in_the_seed_
         assert len(llm.requests_with_tools()) == 3  # q twice, w once: nothing resumed w
 
         # The model's own words before its call are listed with the request, and when.
-        [waiting] = httpx.get(f"{url}/api/admin/approvals", headers=ADMIN).json()["approvals"]
+        [waiting] = httpx.get(f"{url}/api/admin/approvals", headers=ADMIN, timeout=60).json()[
+            "approvals"
+        ]
         assert (waiting["thread"], waiting["reason"]) == ("w", "I'll create it.")
         assert waiting["since"].startswith(time.strftime("%Y-"))
 
@@ -141,12 +143,12 @@ def test_the_api_keeps_questions_refuses_ambiguous_json_and_answers_in_the_seed_
             ("GET", "/api/threads/bad%2Fname"),
             ("POST", "/api/admin/approvals/bad%2Fname"),
         ]:
-            bad = httpx.request(method, url + path, json={"text": "x"}, headers=ADMIN)
+            bad = httpx.request(method, url + path, json={"text": "x"}, headers=ADMIN, timeout=60)
             assert bad.status_code == 400, (path, bad.text)
             assert THREAD_NAME_RULE in bad.json()["error"]
 
         # The schema is served, naming the endpoints.
-        schema = httpx.get(f"{url}/openapi.json").json()
+        schema = httpx.get(f"{url}/openapi.json", timeout=60).json()
         assert {"/api/threads/{name}/messages", "/api/admin/approvals/{name}"} <= set(
             schema["paths"]
         )
@@ -250,7 +252,7 @@ def test_a_wildcard_bind_takes_loopback_and_own_addresses_and_a_blank_token_is_n
     llm = FakeLLM([]).start()
     on_loopback = ServeProcess(workspace, llm.base_url, env=blank)
     assert "admin API off" in on_loopback.text
-    off = httpx.get(f"{on_loopback.url}/api/admin/approvals", headers=ADMIN)
+    off = httpx.get(f"{on_loopback.url}/api/admin/approvals", headers=ADMIN, timeout=60)
     assert off.status_code == 403 and "the admin API is off" in off.json()["error"]
     on_loopback.kill()
 
@@ -267,7 +269,9 @@ def test_a_wildcard_bind_takes_loopback_and_own_addresses_and_a_blank_token_is_n
         )
         assert shown.status_code == 200, (address, shown.text)
     rebound = httpx.get(
-        f"http://127.0.0.1:{port}/api/threads", headers={**ADMIN, "Host": f"evil.example:{port}"}
+        f"http://127.0.0.1:{port}/api/threads",
+        headers={**ADMIN, "Host": f"evil.example:{port}"},
+        timeout=60,
     )
     assert rebound.status_code == 400 and "does not name this server" in rebound.json()["error"]
     assert TOKEN not in wild.text
