@@ -189,10 +189,11 @@ def create_app(service: Service, access: Access) -> FastAPI:
         except DecisionError as error:
             raise Refused(400, str(error)) from None
         try:
-            claim = await runs.claim(name)
+            claim = await runs.claim(name, deciding=True)
         except Refused as refused:
-            decided = runs.decided.get(name)  # by this server, its run still going
-            if refused.status != 409 or decided is None:
+            # Another decision holds the thread: once it is accepted or refused, say which.
+            decided = await runs.decision_settled(name) if refused.status == 409 else None
+            if decided is None:
                 raise
             raise Refused(
                 409, f"thread '{name}' was already decided by {decided}; its run goes on"
@@ -216,7 +217,7 @@ def create_app(service: Service, access: Access) -> FastAPI:
         except BaseException:
             await claim.release()
             raise
-        runs.decided[name] = f"admin at {now()}"
+        runs.decide(name, f"admin at {now()}")
         run = runs.start(claim, session, resume_frames(session, calls, decisions))
         if "text/event-stream" in request.headers.get("accept", ""):
             return stream(run)

@@ -35,6 +35,7 @@ from web.events import CUT_OFF, Frame, encode, result_frame, status_of
 
 _END: Frame = ("", {})
 CLOSE_ATTEMPTS = 5
+SETTLE_SECONDS = 30  # a decision's checks read the thread; past this, say it runs
 # Shortened by the tests (FSAGENT_SSE_KEEPALIVE) to see one without waiting.
 KEEP_ALIVE_SECONDS = float(os.environ.get("FSAGENT_SSE_KEEPALIVE") or 15)
 KEEP_ALIVE = b": keep-alive\n\n"
@@ -117,6 +118,7 @@ class Claim:
         finally:
             self.runs.active.pop(self.thread, None)
             self.runs.decided.pop(self.thread, None)
+            self.runs.settle(self.thread)
 
 
 class Runs:
@@ -126,9 +128,33 @@ class Runs:
         self.active: dict[str, Run | None] = {}  # None: claimed, its run not started yet
         # Threads whose batch was decided here, while its run goes on: "admin at T".
         self.decided: dict[str, str] = {}
+        # Threads a decision request holds while it checks the body: set once it is accepted
+        # (`decided`) or refused, so a racing second request can say which.
+        self.settled: dict[str, asyncio.Event] = {}
         self.keep_alive_seconds = KEEP_ALIVE_SECONDS
         self._change = asyncio.Event()  # set when a run starts or ends, for the inbox stream
         self.stopping: str | None = None
+
+    def decide(self, thread: str, by: str) -> None:
+        self.decided[thread] = by
+        self.settle(thread)
+
+    def settle(self, thread: str) -> None:
+        event = self.settled.pop(thread, None)
+        if event is not None:
+            event.set()
+
+    async def decision_settled(self, thread: str) -> str | None:
+        """Who decided `thread` here ("admin at T"), once the decision holding it settles;
+        None when none was (a refused body, or another kind of run)."""
+        event = self.settled.get(thread)
+        if event is not None:
+            try:
+                async with asyncio.timeout(SETTLE_SECONDS):
+                    await event.wait()
+            except TimeoutError:
+                return None
+        return self.decided.get(thread)
 
     def changed(self) -> None:
         self._change.set()
@@ -143,7 +169,7 @@ class Runs:
             return False
         return True
 
-    async def claim(self, thread: str) -> Claim:
+    async def claim(self, thread: str, *, deciding: bool = False) -> Claim:
         """Take `thread` for a run; Refused (409) when it runs here or is open elsewhere."""
         if self.stopping:
             raise Refused(503, f"the server is stopping ({self.stopping}); try again later")
@@ -154,14 +180,18 @@ class Runs:
                 "its run to finish",
             )
         self.active[thread] = None  # before any await: a second request sees it at once
+        if deciding:
+            self.settled[thread] = asyncio.Event()
         hold = self.store.hold(thread)
         try:
             await hold.__aenter__()
         except ThreadBusy as busy:
             self.active.pop(thread, None)
+            self.settle(thread)
             raise Refused(409, str(busy)) from None
         except BaseException:
             self.active.pop(thread, None)
+            self.settle(thread)
             raise
         return Claim(self, thread, hold)
 
