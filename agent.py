@@ -1092,7 +1092,8 @@ def serve_settings_from_args(args: argparse.Namespace) -> ServeSettings:
     return ServeSettings(
         host=args.host,
         port=args.port,
-        admin_token=os.environ.get("FSAGENT_ADMIN_TOKEN") or None,
+        # A blank token is none: no bearer header could match it (the header is stripped).
+        admin_token=os.environ.get("FSAGENT_ADMIN_TOKEN", "").strip() or None,
         allowed_hosts=tuple(args.allowed_hosts or ()),
         cors_origins=tuple(origin.rstrip("/") for origin in args.cors_origins or ()),
     )
@@ -1120,7 +1121,7 @@ async def serve(settings: Settings, serving: ServeSettings) -> int:
     if not access.loopback and not access.token:
         raise StartupError(
             f"serve --host {serving.host}: off loopback every endpoint needs a token, and "
-            "FSAGENT_ADMIN_TOKEN is not set; set it, or serve on 127.0.0.1"
+            "FSAGENT_ADMIN_TOKEN is not set (or blank); set it, or serve on 127.0.0.1"
         )
     sock = listen(serving.host, serving.port)
     try:

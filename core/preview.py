@@ -29,9 +29,18 @@ async def preview(call: dict[str, Any], tools: Tools, plan: Plan | None = None) 
     """The lines that show what `call` would do, cut to PREVIEW_LINES with a marker. With the
     server's plan (core.plans), what a delete, copy or move touches is said from it: paths
     as the server resolves them, whole counts, links named as links."""
+    return cut(await whole_preview(call, tools, plan, whole=False))
+
+
+async def whole_preview(
+    call: dict[str, Any], tools: Tools, plan: Plan | None = None, *, whole: bool = True
+) -> list[str]:
+    """Every line of what `call` would do, uncut (a reviewer pages through a big diff)."""
     make = PREVIEWS.get(call["name"])
     if make is None:
         return []
+    if whole and call["name"] == "write_file":
+        make = preview_whole_write
     try:
         planned = PLANNED.get(call["name"]) if plan else None
         if planned is not None and plan is not None:
@@ -42,7 +51,7 @@ async def preview(call: dict[str, Any], tools: Tools, plan: Plan | None = None) 
         lines = [f"(no preview: {error})"]
     except (ValueError, KeyError, TypeError) as error:  # an answer of a shape we did not expect
         lines = [f"(no preview: unexpected answer from the server: {error})"]
-    return cut(lines)
+    return lines
 
 
 async def undo_note(call: dict[str, Any], tools: Tools, thread_used: int) -> list[str]:
@@ -73,20 +82,27 @@ def clip_line(line: str) -> str:
 # --- one preview per write tool --------------------------------------------------------------
 
 
-async def preview_write(args: dict[str, Any], tools: Tools) -> list[str]:
+async def preview_write(
+    args: dict[str, Any], tools: Tools, head: int | None = NEW_FILE_HEAD
+) -> list[str]:
     result = json.loads(await ask(tools, "write_file", {**args, "dry_run": True}))
     if result.get("old_sha256") is None:
-        return new_file_lines(result["path"], str(args.get("content", "")))
+        return new_file_lines(result["path"], str(args.get("content", "")), head)
     return list(result.get("diff") or ["(no change)"])
 
 
-def new_file_lines(path: str, content: str) -> list[str]:
+async def preview_whole_write(args: dict[str, Any], tools: Tools) -> list[str]:
+    return await preview_write(args, tools, head=None)
+
+
+def new_file_lines(path: str, content: str, head: int | None = NEW_FILE_HEAD) -> list[str]:
     lines = content.splitlines()
-    head = [f"new file {path}, {len(lines):,} lines, {len(content.encode()):,} bytes:"]
-    head += [f"+{line}" for line in lines[:NEW_FILE_HEAD]]
-    if len(lines) > NEW_FILE_HEAD:
-        head.append(f"… {len(lines) - NEW_FILE_HEAD:,} more lines not shown")
-    return head
+    kept = lines if head is None else lines[:head]
+    shown = [f"new file {path}, {len(lines):,} lines, {len(content.encode()):,} bytes:"]
+    shown += [f"+{line}" for line in kept]
+    if len(lines) > len(kept):
+        shown.append(f"… {len(lines) - len(kept):,} more lines not shown")
+    return shown
 
 
 async def preview_patch(args: dict[str, Any], tools: Tools) -> list[str]:

@@ -18,6 +18,7 @@ import httpx
 
 from agent import Settings, open_service
 from conftest import Workspace, agent_env
+from fake_llm import text
 from web.auth import Access
 
 TOKEN = "s3cret-admin-token"
@@ -78,7 +79,7 @@ def sse_events(text: str) -> list[tuple[str, dict]]:
     """(event, data) of each server-sent event in a response body."""
     found = []
     for block in text.split("\n\n"):
-        if not block.strip():
+        if not block.strip() or block.startswith(":"):  # a keep-alive comment
             continue
         kind = re.search(r"^event: (.*)$", block, re.M)
         data = re.search(r"^data: (.*)$", block, re.M)
@@ -89,6 +90,32 @@ def sse_events(text: str) -> list[tuple[str, dict]]:
 
 def kinds(events: list[tuple[str, dict]]) -> list[str]:
     return [kind for kind, _ in events]
+
+
+# --- a stand-in model that answers by the request ---------------------------------------------
+
+
+def last_user_text(request: dict[str, Any]) -> tuple[str, int]:
+    """The person's last message in a model request, and how many model turns follow it."""
+    messages = request["messages"]
+    for index in range(len(messages) - 1, -1, -1):
+        if messages[index]["role"] == "user":
+            after = sum(1 for m in messages[index + 1 :] if m["role"] == "assistant")
+            content = messages[index]["content"]
+            return (content if isinstance(content, str) else json.dumps(content)), after
+    return "", 0
+
+
+def by_request(table: dict[str, list[Any]]):
+    """A script answering each request by the person's message it serves: the step for the
+    number of model turns since that message (the last step again past the end)."""
+
+    def answer(request: dict[str, Any]) -> Any:
+        said, turns = last_user_text(request)
+        steps = next((steps for key, steps in table.items() if key in said), [text("?")])
+        return steps[min(turns, len(steps) - 1)]
+
+    return answer
 
 
 # --- `fsagent serve` as a process ------------------------------------------------------------

@@ -5,9 +5,12 @@ same core the terminal drives (`ThreadSession` and its events).
     GET  /api/threads                    every thread: status, message count, pending calls
     GET  /api/threads/{name}             one thread: its messages and pending calls (previews)
     GET  /api/admin/approvals            every waiting thread: calls, previews, the request
-    POST /api/admin/approvals/{name}     decide the batch and resume: {"status", "thread",
-                                         "answer"}, or the run as events (Accept:
-                                         text/event-stream)
+    POST /api/admin/approvals/{name}     decide the batch and resume: {"status", "thread_id",
+                                         "answer", "run", "results"} (web/outcomes.py), or the
+                                         run as events (Accept: text/event-stream)
+    POST /api/admin/approvals/{name}/preview  a call's whole preview, paged, or an edit's
+    GET  /api/admin/inbox                what waits, as events whenever it changes
+    GET  /openapi.json                   the schema of all this
     GET  /healthz                        LM Studio and the MCP server reachable?
     GET  /                               the inbox page (web/static)
 
@@ -22,6 +25,7 @@ from contextlib import asynccontextmanager
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
+from urllib.parse import unquote
 
 from fastapi import Depends, FastAPI, Request
 from fastapi.responses import FileResponse, JSONResponse, Response, StreamingResponse
@@ -31,15 +35,18 @@ from starlette.exceptions import HTTPException as StarletteHTTPException
 from starlette.middleware.cors import CORSMiddleware
 
 from core.approval import tool_schema
+from core.audit import now
 from core.decisions import DecisionError, answer_value, check_form, resume_value
 from core.events import Decision
 from core.opening import OtherRoots, recover
+from core.preview import whole_preview
 from core.questions import is_question
 from core.session import ThreadSession
 from core.text import format_call
-from core.thread_names import ThreadNameError, escaped
+from core.thread_names import ThreadNameError, escaped, follows_rule, name_problem
 from core.threads import (
     WAITING,
+    WAITING_ANSWER,
     ThreadView,
     all_views,
     cannot_resume_message,
@@ -51,7 +58,9 @@ from web import payloads
 from web.access_log import AccessLog
 from web.auth import Access, Guard, Refused, Tokens, refusal
 from web.bodies import only_keys, read_json
-from web.events import DONE, Frame, decision_frame, run_frames
+from web.events import Frame, decision_frame, run_frames
+from web.inbox import inbox_events
+from web.outcomes import outcome
 from web.runs import Run, Runs
 
 STATIC = Path(__file__).resolve().parent / "static"
@@ -64,6 +73,7 @@ PAGE_HEADERS = {
     "X-Content-Type-Options": "nosniff",
 }
 NO_STORE = {"Cache-Control": "no-store"}
+PREVIEW_PAGE = 2000  # lines of a whole preview per request
 
 
 @dataclass
@@ -87,9 +97,15 @@ def create_app(service: Service, access: Access) -> FastAPI:
         yield
         await runs.shutdown("the server is stopping")
 
-    # No /docs: FastAPI's pages load their scripts from a CDN, and the page must work offline.
+    # The schema, but no /docs: FastAPI's pages load their scripts from a CDN, and the page
+    # must work offline.
     app = FastAPI(
-        title="fsagent", docs_url=None, redoc_url=None, openapi_url=None, lifespan=lifespan
+        title="fsagent",
+        summary="A terminal agent's threads, approvals and questions over HTTP",
+        docs_url=None,
+        redoc_url=None,
+        openapi_url="/openapi.json",
+        lifespan=lifespan,
     )
     app.state.runs = runs
     app.state.service = service
@@ -131,10 +147,13 @@ def create_app(service: Service, access: Access) -> FastAPI:
     @app.get("/api/threads/{name}", dependencies=chat)
     async def show_thread(name: str) -> Response:
         session = await opened(service, name)
+        # Read before the view: a run that ended before it was read has closed the thread.
+        running = session.thread in runs.active
         view = await session.view()
         if view is None:
             raise Refused(404, f"no thread named '{escaped(name)}'")
-        return JSONResponse(await payloads.detail(session, view), headers=NO_STORE)
+        shown = await payloads.detail(session, view)
+        return JSONResponse({**shown, "running": running}, headers=NO_STORE)
 
     @app.post("/api/threads/{name}/messages", dependencies=chat)
     async def post_message(name: str, request: Request) -> Response:
@@ -178,10 +197,19 @@ def create_app(service: Service, access: Access) -> FastAPI:
                 check_form(body)
         except DecisionError as error:
             raise Refused(400, str(error)) from None
-        claim = await runs.claim(name)
+        try:
+            claim = await runs.claim(name, deciding=True)
+        except Refused as refused:
+            # Another decision holds the thread: once it is accepted or refused, say which.
+            decided = await runs.decision_settled(name) if refused.status == 409 else None
+            if decided is None:
+                raise
+            raise Refused(
+                409, f"thread '{name}' was already decided by {decided}; its run goes on"
+            ) from None
         try:
             session = await opened(service, name)
-            payload = await pending_payload(session, name)
+            payload = await pending_payload(session, name, service.store)
             calls = list(payload["calls"])
             schemas = {tool_name: tool_schema(tool) for tool_name, tool in session.tools.items()}
             try:
@@ -199,10 +227,57 @@ def create_app(service: Service, access: Access) -> FastAPI:
         except BaseException:
             await claim.release()
             raise
+        runs.decide(name, f"admin at {now()}")
         run = runs.start(claim, session, resume_frames(session, calls, decisions))
         if "text/event-stream" in request.headers.get("accept", ""):
             return stream(run)
-        return JSONResponse(outcome(name, await run.collect()), headers=NO_STORE)
+        answer = outcome(name, calls, decisions, await run.collect())
+        return JSONResponse(answer, headers=NO_STORE)
+
+    @app.get("/api/admin/inbox", dependencies=admin)
+    async def inbox_stream() -> Response:
+        """What waits, again whenever it changes, as server-sent events (web/inbox.py)."""
+        events = inbox_events(runs, lambda: waiting_views(service.store, service.graph))
+        headers = {**NO_STORE, "X-Accel-Buffering": "no"}
+        return StreamingResponse(events, media_type="text/event-stream", headers=headers)
+
+    @app.post("/api/admin/approvals/{name}/preview", dependencies=admin)
+    async def preview_call(name: str, request: Request) -> Response:
+        """A pending call's whole preview, a page of it at a time, or that of the call as an
+        edit would change it (`args`): worked out by dry runs, nothing runs."""
+        session = await opened(service, name)
+        name = session.thread
+        body = only_keys(
+            await read_json(request), {"call_id", "args", "offset", "limit"}, "a preview"
+        )
+        payload = await pending_payload(session, name, service.store)
+        call = next((c for c in payload["calls"] if c.get("id") == body.get("call_id")), None)
+        if call is None:
+            ids = ", ".join(str(c.get("id")) for c in payload["calls"])
+            wanted = body.get("call_id")
+            raise Refused(400, f"thread '{escaped(name)}' waits on no call {wanted!r} ({ids})")
+        args = body.get("args", call.get("args"))
+        if not isinstance(args, dict):
+            raise Refused(400, '"args" must be a JSON object of the call\'s arguments')
+        offset, limit = body.get("offset", 0), body.get("limit", PREVIEW_PAGE)
+        if not all(isinstance(n, int) and n >= 0 for n in (offset, limit)):
+            raise Refused(400, '"offset" and "limit" must be whole numbers from 0')
+        lines = await whole_preview({**call, "args": args}, session.tools)
+        page = lines[offset : offset + min(limit, PREVIEW_PAGE)]
+        answer = {"call_id": call["id"], "offset": offset, "total": len(lines), "lines": page}
+        return JSONResponse(answer, headers=NO_STORE)
+
+    # A name with a '/' in it matches no route above; say the rule rather than "Not Found".
+    @app.api_route("/api/threads/{name:path}", methods=["GET", "POST"], include_in_schema=False)
+    @app.api_route(
+        "/api/admin/approvals/{name:path}", methods=["GET", "POST"], include_in_schema=False
+    )
+    async def bad_name(name: str) -> Response:
+        base, _, last = name.rpartition("/")
+        given = base if last in ("messages", "preview") else name
+        if not follows_rule(unquote(given)):
+            raise Refused(400, name_problem(given))
+        raise Refused(404, f"no such endpoint: {name[:100]!r}")
 
     # The last added runs first: every request is logged, then guarded, then routed.
     if access.cors_origins:  # no CORS unless asked for (--cors-origin), and only those
@@ -235,6 +310,14 @@ def check_takes_message(view: ThreadView | None) -> None:
         return
     if view.problem:
         raise Refused(409, cannot_resume_message(view))
+    if view.status == WAITING_ANSWER:
+        questions = "; ".join(str(c.get("question") or "") for c in view.waiting)
+        raise Refused(
+            409,
+            f"thread '{view.name}' waits for an answer to the model's question "
+            f"({questions[:200]}); it takes a new message once that is answered (the inbox, or "
+            f'POST /api/admin/approvals/{view.name} with {{"answers": ...}})',
+        )
     if view.status == WAITING:
         calls = ", ".join(format_call(c.get("name"), c.get("args"), 60) for c in view.waiting)
         raise Refused(
@@ -244,16 +327,29 @@ def check_takes_message(view: ThreadView | None) -> None:
         )
 
 
-async def pending_payload(session: ThreadSession, name: str) -> dict[str, Any]:
+async def pending_payload(
+    session: ThreadSession, name: str, store: Store | None = None
+) -> dict[str, Any]:
     """What the thread waits on (an approval or a question), from its checkpoint's
-    interrupts; 404 when nothing."""
+    interrupts; 404 when nothing (saying who decided the last batch, and when)."""
     view = await session.view()
     if view is not None and view.problem:
         raise Refused(409, cannot_resume_message(view))
     payload = pending_approval(view.snapshot if view is not None else None)
     if payload is None:
+        decided = await last_decided(store, name) if store is not None else None
+        if decided:
+            raise Refused(
+                404, f"thread '{escaped(name)}' has nothing pending: already decided by {decided}"
+            )
         raise Refused(404, f"thread '{escaped(name)}' has nothing pending")
     return payload
+
+
+async def last_decided(store: Store, name: str) -> str | None:
+    """Who decided the thread's last call, and when, from the audit: "admin at T"."""
+    rows = [row for row in await store.audit_rows(name) if row.decision != "undo"]
+    return f"{rows[-1].by} at {rows[-1].time}" if rows else None
 
 
 def stream(run: Run) -> StreamingResponse:
@@ -291,20 +387,3 @@ async def resume_frames(
         yield decision_frame(Decision(call["id"], call["name"], kind, text, "admin"))
     async for frame in run_frames(session, session.resume(decisions)):
         yield frame
-
-
-def outcome(thread: str, frames: list[Frame]) -> dict[str, Any]:
-    """A resumed run as one JSON answer: how it ended and the model's last answer."""
-    status = DONE
-    answer = ""
-    result: dict[str, Any] = {}
-    for kind, data in frames:
-        if kind == "answer":
-            answer = data["text"]
-        elif kind == "approval":
-            result["calls"] = data["calls"]
-        elif kind == "error":
-            result.setdefault("error", data["text"])
-        elif kind == "done":
-            status = data["status"]
-    return {"status": status, "thread": thread, "answer": answer, **result}

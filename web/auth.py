@@ -5,7 +5,9 @@ browser (cross-site posts, DNS rebinding: the MCP Inspector, Ollama). So, before
 runs (`Guard`):
 
 - the `Host` header must name the address the server is bound to: a page on evil.example
-  whose name was rebound to 127.0.0.1 still says `Host: evil.example`;
+  whose name was rebound to 127.0.0.1 still says `Host: evil.example`. Bound to every
+  interface (0.0.0.0, ::), that is any of the machine's names, loopback, or the address the
+  request came in on (the connection's own end, which no page can choose);
 - a state-changing request (anything but GET, HEAD, OPTIONS) is refused when its `Origin` is
   not this server's own, or when the browser marks it as coming from another site
   (`Sec-Fetch-Site`);
@@ -84,18 +86,25 @@ class Access:
         shown = f"[{self.host}]" if ":" in self.host else self.host
         return f"http://{shown}:{self.port}/"
 
-    def host_names(self) -> set[str]:
+    @property
+    def wildcard(self) -> bool:
+        return self.host in WILDCARDS
+
+    def host_names(self, local_address: str | None = None) -> set[str]:
+        """The names a Host header may give; `local_address`: the connection's own end."""
         names = {self.host.lower().strip("[]"), *(h.lower() for h in self.allowed_hosts)}
-        if self.loopback:
+        if self.loopback or self.wildcard:
             names |= set(LOOPBACK_NAMES)
-        if self.host in WILDCARDS:
+        if self.wildcard:
             names |= {socket.gethostname().lower(), socket.getfqdn().lower()}
+            if local_address:  # an IPv4 client on a v6 socket shows as ::ffff:a.b.c.d
+                names |= {local_address.lower(), local_address.lower().removeprefix("::ffff:")}
         return names
 
-    def host_problem(self, header: str) -> str | None:
+    def host_problem(self, header: str, local_address: str | None = None) -> str | None:
         name, port = split_host(header)
         # No port in the header means the scheme's own: 80.
-        if name in self.host_names() and (port or 80) == self.port:
+        if name in self.host_names(local_address) and (port or 80) == self.port:
             return None
         return (
             f"Host {header[:100]!r} does not name this server ({self.host}:{self.port}); "
@@ -145,14 +154,15 @@ class Guard:
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         if scope["type"] == "http":
             try:
-                self.check(scope["method"], Headers(scope=scope))
+                local = (scope.get("server") or (None,))[0]
+                self.check(scope["method"], Headers(scope=scope), local)
             except Refused as error:
                 await refusal(error)(scope, receive, send)
                 return
         await self.app(scope, receive, send)
 
-    def check(self, method: str, headers: Headers) -> None:
-        problem = self.access.host_problem(headers.get("host", ""))
+    def check(self, method: str, headers: Headers, local_address: str | None = None) -> None:
+        problem = self.access.host_problem(headers.get("host", ""), local_address)
         if problem:
             raise Refused(400, problem)
         if method in SAFE_METHODS:

@@ -19,6 +19,9 @@
     error        {"text"}
     done         {"thread", "status"}          done | pending | error | cut_off; always last
 
+Each has an `id:` line, its place in the run (1, 2, ...); a `: keep-alive` comment comes
+while nothing else does for a while (web/runs.py).
+
 A run that pauses ends with a `text` notice that the request is queued for review, then
 `approval`, then `done`.
 """
@@ -40,9 +43,11 @@ Frame = tuple[str, dict[str, Any]]
 DONE, PENDING, ERROR, CUT_OFF = "done", "pending", "error", "cut_off"
 
 
-def encode(frame: Frame) -> bytes:
+def encode(frame: Frame, number: int | None = None) -> bytes:
+    """One server-sent event; `number` its `id:` (a frame's place in its run, from 1)."""
     kind, data = frame
-    return f"event: {kind}\ndata: {json.dumps(data, ensure_ascii=False)}\n\n".encode()
+    first = f"id: {number}\n" if number is not None else ""
+    return f"{first}event: {kind}\ndata: {json.dumps(data, ensure_ascii=False)}\n\n".encode()
 
 
 def queued_notice(thread: str, payload: dict[str, Any]) -> str:

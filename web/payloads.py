@@ -74,7 +74,19 @@ async def waiting(session: ThreadSession, view: ThreadView) -> dict[str, Any]:
         "kind": (payload or {}).get("kind", "approval"),  # "approval", or "question"
         "request": view.request,
         "route": (payload or {}).get("route"),
+        # What the model said before its calls ("I'll add it after 'call mom'."): the why.
+        "reason": model_words(view),
         "calls": await previewed(session, view.waiting),
         "problem": view.problem,
         "last_activity": view.last_activity,
+        "since": view.last_activity,  # when it paused: its checkpoint's time
     }
+
+
+def model_words(view: ThreadView) -> str:
+    """The text of the model's message that made the calls the thread waits on."""
+    waiting = {call.get("id") for call in view.waiting}
+    for message in reversed(view.messages):
+        if isinstance(message, AIMessage) and {c["id"] for c in message.tool_calls} & waiting:
+            return content_text(message.content)
+    return ""

@@ -27,12 +27,18 @@ from typing import Any
 
 from core.error_lines import describe_error
 from core.session import ThreadSession
+from core.threads import INTERRUPTED
 from store.base import Store
 from store.errors import ThreadBusy
 from web.auth import Refused
 from web.events import CUT_OFF, Frame, encode, result_frame, status_of
 
 _END: Frame = ("", {})
+CLOSE_ATTEMPTS = 5
+SETTLE_SECONDS = 30  # a decision's checks read the thread; past this, say it runs
+# Shortened by the tests (FSAGENT_SSE_KEEPALIVE) to see one without waiting.
+KEEP_ALIVE_SECONDS = float(os.environ.get("FSAGENT_SSE_KEEPALIVE") or 15)
+KEEP_ALIVE = b": keep-alive\n\n"
 
 
 @dataclass
@@ -53,11 +59,23 @@ class Run:
             self.task.cancel()
 
     async def stream(self) -> AsyncIterator[bytes]:
-        """The frames as server-sent events, until `done`. A client that goes away cuts the
-        run off."""
+        """The frames as server-sent events, numbered (`id:`), until `done`; a comment line
+        while nothing comes for KEEP_ALIVE_SECONDS (the model thinking, a slow tool), so a
+        proxy or the browser does not take the quiet for a dead connection. A client that
+        goes away cuts the run off."""
+        number = 0
         try:
-            while (frame := await self.frames.get()) is not _END:
-                yield encode(frame)
+            while True:
+                try:
+                    async with asyncio.timeout(KEEP_ALIVE_SECONDS):
+                        frame = await self.frames.get()
+                except TimeoutError:
+                    yield KEEP_ALIVE
+                    continue
+                if frame is _END:
+                    break
+                number += 1
+                yield encode(frame, number)
         finally:
             self.cut_off("the client went away")
 
@@ -70,6 +88,20 @@ class Run:
         finally:
             self.cut_off("the client went away")
         return collected
+
+
+async def close_for_good(session: ThreadSession, why: str) -> list[Any]:
+    """Close a cut-off run until the thread reads idle. A checkpoint langgraph was still
+    writing when the run was cancelled (its background put) can land after the first close
+    and leave the thread due to run a step again, which its next message would re-run."""
+    results = []
+    for attempt in range(CLOSE_ATTEMPTS):
+        results += await session.close_cut_off_run(why)
+        view = await session.view()
+        if view is not None and view.status != INTERRUPTED:
+            break  # (none yet: its first checkpoint may still be landing)
+        await asyncio.sleep(0.05 * (attempt + 1))  # let the late write land, then close again
+    return results
 
 
 class Claim:
@@ -85,6 +117,8 @@ class Claim:
             await self.hold.__aexit__(None, None, None)
         finally:
             self.runs.active.pop(self.thread, None)
+            self.runs.decided.pop(self.thread, None)
+            self.runs.settle(self.thread)
 
 
 class Runs:
@@ -92,9 +126,50 @@ class Runs:
         self.store = store
         self.verbose = verbose
         self.active: dict[str, Run | None] = {}  # None: claimed, its run not started yet
+        # Threads whose batch was decided here, while its run goes on: "admin at T".
+        self.decided: dict[str, str] = {}
+        # Threads a decision request holds while it checks the body: set once it is accepted
+        # (`decided`) or refused, so a racing second request can say which.
+        self.settled: dict[str, asyncio.Event] = {}
+        self.keep_alive_seconds = KEEP_ALIVE_SECONDS
+        self._change = asyncio.Event()  # set when a run starts or ends, for the inbox stream
         self.stopping: str | None = None
 
-    async def claim(self, thread: str) -> Claim:
+    def decide(self, thread: str, by: str) -> None:
+        self.decided[thread] = by
+        self.settle(thread)
+
+    def settle(self, thread: str) -> None:
+        event = self.settled.pop(thread, None)
+        if event is not None:
+            event.set()
+
+    async def decision_settled(self, thread: str) -> str | None:
+        """Who decided `thread` here ("admin at T"), once the decision holding it settles;
+        None when none was (a refused body, or another kind of run)."""
+        event = self.settled.get(thread)
+        if event is not None:
+            try:
+                async with asyncio.timeout(SETTLE_SECONDS):
+                    await event.wait()
+            except TimeoutError:
+                return None
+        return self.decided.get(thread)
+
+    def changed(self) -> None:
+        self._change.set()
+        self._change = asyncio.Event()
+
+    async def wait_for_change(self, seconds: float) -> bool:
+        """Whether a run started or ended within `seconds`."""
+        try:
+            async with asyncio.timeout(seconds):
+                await self._change.wait()
+        except TimeoutError:
+            return False
+        return True
+
+    async def claim(self, thread: str, *, deciding: bool = False) -> Claim:
         """Take `thread` for a run; Refused (409) when it runs here or is open elsewhere."""
         if self.stopping:
             raise Refused(503, f"the server is stopping ({self.stopping}); try again later")
@@ -105,14 +180,18 @@ class Runs:
                 "its run to finish",
             )
         self.active[thread] = None  # before any await: a second request sees it at once
+        if deciding:
+            self.settled[thread] = asyncio.Event()
         hold = self.store.hold(thread)
         try:
             await hold.__aenter__()
         except ThreadBusy as busy:
             self.active.pop(thread, None)
+            self.settle(thread)
             raise Refused(409, str(busy)) from None
         except BaseException:
             self.active.pop(thread, None)
+            self.settle(thread)
             raise
         return Claim(self, thread, hold)
 
@@ -120,6 +199,7 @@ class Runs:
         run = Run(claim.thread)
         self.active[claim.thread] = run
         run.task = asyncio.create_task(self._run(run, claim, session, frames))
+        self.changed()
         return run
 
     async def _run(
@@ -142,7 +222,7 @@ class Runs:
             status = CUT_OFF
             why = f"the run was cut off ({run.cut_off_by or 'cancelled'})"
             try:
-                for result in await session.close_cut_off_run(why):
+                for result in await close_for_good(session, why):
                     put(*result_frame(result))
             except Exception as error:  # the thread stays interrupted; opening it finishes it
                 put("error", {"text": f"closing the cut-off run failed: {error}"})
@@ -157,10 +237,12 @@ class Runs:
             finally:
                 put("done", {"thread": run.thread, "status": status or status_of(sent)})
                 run.frames.put_nowait(_END)
+                self.changed()
 
     def cut_off_all(self, why: str) -> None:
         """Cut off every run (SIGTERM): each closes its thread and ends its response."""
         self.stopping = self.stopping or why
+        self.changed()  # the inbox streams end
         for run in list(self.active.values()):
             if run is not None:
                 run.cut_off(why)

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import os
 import signal
 import socket
 import threading
@@ -26,6 +27,45 @@ STOP_SIGNALS = (signal.SIGINT, signal.SIGTERM)
 # Past this, uvicorn cancels what still runs; cut-off turns end well before.
 GRACEFUL_SECONDS = 30
 STOPPING = "the server is stopping"
+# A request's line and headers must arrive within this many seconds of the connection (or of
+# the last response on it): a client trickling a header a minute holds no socket for good.
+# uvicorn has no such limit (its keep-alive timer starts only after a first response), so
+# `close_late_requests` keeps it; the body's own is web.bodies.BODY_SECONDS. The tests
+# shorten both.
+HEADER_SECONDS = float(os.environ.get("FSAGENT_HEADER_SECONDS") or 10)
+# Headers past this size are refused (431) by h11 itself.
+MAX_HEADER_BYTES = 64 * 1024
+
+
+async def close_late_requests(server: uvicorn.Server, limit: float = HEADER_SECONDS) -> None:
+    """Close each connection that has been without a request in progress for `limit`
+    seconds: one whose request line and headers never end (h11 makes no request of them
+    until they do), or that sits idle. A connection serving a request is left alone (the
+    body's own limit, a stream's keep-alive); uvicorn's keep-alive timer still closes idle
+    ones sooner. Checked every `limit / 4` seconds, so a late one lives at most 1.25x."""
+    idle_since: dict[int, float] = {}
+    loop = asyncio.get_running_loop()
+    while True:
+        await asyncio.sleep(limit / 4)
+        now = loop.time()
+        seen = set()
+        for protocol in list(server.server_state.connections):
+            key = id(protocol)
+            seen.add(key)
+            cycle = getattr(protocol, "cycle", None)
+            if cycle is not None and not cycle.response_complete:
+                idle_since.pop(key, None)  # serving a request
+                continue
+            since = idle_since.setdefault(key, now)
+            transport = getattr(protocol, "transport", None)
+            if now - since >= limit and transport is not None and not transport.is_closing():
+                transport.write(LATE)
+                transport.close()
+        for key in set(idle_since) - seen:
+            del idle_since[key]
+
+
+LATE = b"HTTP/1.1 408 Request Timeout\r\ncontent-length: 0\r\nconnection: close\r\n\r\n"
 
 
 def listen(host: str, port: int) -> socket.socket:
@@ -89,7 +129,12 @@ async def run_server(app: FastAPI, sock: socket.socket, *, verbose: bool = False
         access_log=False,  # ours is one line per request, with the thread (web.access_log)
         lifespan="on",
         timeout_graceful_shutdown=GRACEFUL_SECONDS,
+        h11_max_incomplete_event_size=MAX_HEADER_BYTES,
     )
     server = Server(config, on_stop)
-    await server.serve(sockets=[sock])
+    sweeper = asyncio.create_task(close_late_requests(server))
+    try:
+        await server.serve(sockets=[sock])
+    finally:
+        sweeper.cancel()
     return 130 if server.stopped_by == signal.SIGINT else 0

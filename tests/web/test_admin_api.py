@@ -67,11 +67,16 @@ def test_approve_resumes_runs_the_call_and_records_the_admin(workspace: Workspac
                 await served.say("t", "create hello.txt")
                 decided = await served.decide("t", {"approved": True})
                 assert decided.status_code == 200, decided.text
-                assert decided.json() == {
-                    "status": "done",
-                    "thread": "t",
+                shown = decided.json()
+                assert {k: shown[k] for k in ("status", "thread_id", "answer", "run")} == {
+                    "status": "approved",  # the seed's contract: the decision; the run's end
+                    "thread_id": "t",
                     "answer": "Created hello.txt.",
+                    "run": "done",
                 }
+                assert [(r["path"], r["failed"]) for r in shown["results"]] == [
+                    ("hello.txt", False)
+                ]
                 assert len(llm.requests_with_tools()) == 2
                 [result] = tool_messages(llm.requests_with_tools()[1])
                 assert '"new_sha256"' in result["content"]
@@ -101,7 +106,15 @@ def test_reject_declines_with_the_note_verbatim(workspace: Workspace):
             async with serving(workspace, llm.base_url) as served:
                 await served.say("t", "create hello.txt")
                 decided = await served.decide("t", {"approved": False, "note": note})
-                assert decided.json() == {"status": "done", "thread": "t", "answer": "Understood."}
+                shown = decided.json()
+                assert (shown["status"], shown["thread_id"], shown["answer"]) == (
+                    "rejected",
+                    "t",
+                    "Understood.",
+                )
+                assert shown["run"] == "done"
+                [result] = shown["results"]  # the rejection is the call's result
+                assert (result["path"], result["failed"]) == ("hello.txt", True)
                 [answer] = tool_messages(llm.requests_with_tools()[1])
                 assert "rejected write_file" in answer["content"]
                 assert f"Their reason: {note}." in answer["content"]

@@ -235,7 +235,7 @@ def test_a_grant_given_by_the_admin_approves_the_next_call_in_that_folder(worksp
             async with serving(workspace, llm.base_url) as served:
                 await served.say("t", "write a")
                 body = {"decisions": {"call_1": {"type": "approve", "grant": True}}}
-                assert (await served.decide("t", body)).json()["status"] == "done"
+                assert (await served.decide("t", body)).json()["run"] == "done"
                 events = await served.say("t", "write b")
                 [decision] = [data for kind, data in events if kind == "decision"]
                 assert (decision["decision"], decision["by"]) == ("approve", "grant")

@@ -8,17 +8,20 @@ from __future__ import annotations
 
 import asyncio
 import json
+import os
+import shutil
 import signal
 import threading
 from collections.abc import Coroutine, Iterator
 from pathlib import Path
 from typing import Any, TypeVar
 
+import httpx
 import pytest
 
 from conftest import Workspace, tool_messages, tree_snapshot
 from fake_llm import FakeLLM, reply, text, tool_call
-from serving import TOKEN, ServeProcess
+from serving import ADMIN, JSON, TOKEN, ServeProcess, by_request
 
 CHROMIUM = Path("/usr/bin/chromium")
 CHROMIUM_ARGS = [
@@ -30,6 +33,7 @@ CHROMIUM_ARGS = [
     "--no-first-run",
 ]
 NO_LLM = "http://127.0.0.1:9/v1"
+DOCS = Path(__file__).resolve().parents[2] / "docs"  # the README shows the page from here
 T = TypeVar("T")
 
 
@@ -119,8 +123,9 @@ def test_review_a_batch_in_the_inbox_page(
 
             call_a = thread.locator('.call[data-call="call_a"]')
             call_b = thread.locator('.call[data-call="call_b"]')
-            shown_args = json.loads(await call_a.locator("pre.args").inner_text())
-            assert shown_args == {"path": "a.txt", "content": "a new file\n"}
+            await call_a.locator("details.args-box summary").click()
+            shown_args = await call_a.locator("dl.args pre.arg").all_inner_texts()
+            assert shown_args == ["a.txt", "a new file\n"]  # the content as text, not JSON
             assert "a new file" in await call_a.locator("pre.diff").inner_text()
             removed = call_b.locator("pre.diff span.del")
             added = call_b.locator("pre.diff span.add")
@@ -144,7 +149,9 @@ def test_review_a_batch_in_the_inbox_page(
             await thread.locator("button.submit").click()
             await thread.locator(".answer").wait_for()
             assert await thread.locator(".answer").inner_text() == answer
-            assert "rejected call_a (write_file): not a.txt, thanks" in await result.inner_text()
+            shown = await result.inner_text()
+            assert "rejected write_file a.txt (call_a): not a.txt, thanks" in shown
+            assert "✓ write_file b.txt: done" in shown
             await page.screenshot(path=str(tmp_path / "inbox.png"), full_page=True)
         finally:
             await page.close()
@@ -168,4 +175,187 @@ def test_review_a_batch_in_the_inbox_page(
     assert [(r["call_id"], r["decision"], r["by"]) for r in rows] == [
         ("call_a", "reject", "admin"),
         ("call_b", "approve", "admin"),
+    ]
+
+
+def test_the_inbox_follows_the_server_and_reviews_as_a_reviewer_expects(
+    workspace: Workspace, browser: BrowserThread, tmp_path: Path
+):
+    """The page as a reviewer uses it (issue 23): what pauses appears without a click and the
+    count follows; the model's words and the age; a 2,000-line rewrite reviewed whole, side
+    by side; an edit's diff before it is approved, and its failure said; a batch rejected
+    with one reason; j/k/a; filter and collapse; the server gone and back; the chat view's
+    thread list, history and name rule, following a paused thread until the answer."""
+    # Room for the 2,000-line rewrite in one reply (the stand-in counts words as tokens).
+    BIG_REPLIES = ("--max-tokens", "30000")
+    old = "".join(f"old line {n}\n" for n in range(2000))
+    new = "".join(f"new line {n}\n" for n in range(2000))
+    (workspace.root / "big.txt").write_text(old)
+    before_outside = tree_snapshot(workspace.outside)
+
+    def write(path: str, content: str, call_id: str) -> dict:
+        return tool_call("write_file", {"path": path, "content": content}, id=call_id)
+
+    script = by_request({
+        "rewrite big": [reply("I'll rewrite big.txt.", tool_calls=[write("big.txt", new, "c_big")]),
+                        text("big.txt rewritten.")],
+        "note it": [reply(tool_calls=[write("note.txt", "draft\n", "c_note")]),
+                    text("The sandbox refused it.")],
+        "two files": [reply(tool_calls=[write("x.txt", "x\n", "c_x"),
+                                        write("y.txt", "y\n", "c_y")]),
+                      text("Left both alone.")],
+        "keyed": [reply(tool_calls=[write("k.txt", "k\n", "c_k")]), text("k.txt written.")],
+        "chat pause": [reply(tool_calls=[write("c.txt", "c\n", "c_c")]),
+                       text("c.txt is there now.")],
+    })  # fmt: skip
+
+    def say(url: str, thread: str, words: str) -> None:
+        said = httpx.post(f"{url}/api/threads/{thread}/messages", json={"text": words}, timeout=60)
+        assert said.status_code == 200, said.text
+
+    async def review(served: ServeProcess, llm: FakeLLM) -> ServeProcess:
+        url = served.url
+        page = await browser.browser.new_page()
+        page.set_default_timeout(120_000)  # two shared cores, other tests beside it
+        try:
+            await page.goto(f"{url}/")
+            await page.fill("#token-input", TOKEN)
+            await page.click("#use-token")
+            await page.locator("#inbox-status", has_text="Nothing waits").wait_for()
+            await page.locator("#live-state", has_text="live").wait_for()
+
+            # What pauses shows up by itself, and the count follows.
+            await asyncio.to_thread(say, url, "big", "rewrite big.txt")
+            big = page.locator('article.thread[data-thread="big"]')
+            await big.wait_for()
+            await page.locator("#inbox-status", has_text="1 thread(s) waiting").wait_for()
+            assert "I'll rewrite big.txt." in await big.locator(".reason-said").inner_text()
+            assert "paused" in await big.locator("time.age").inner_text()
+
+            # The whole rewrite, both sides: 2,000 lines out, 2,000 in.
+            call = big.locator('.call[data-call="c_big"]')
+            assert await call.locator("pre.diff span.add").count() == 0  # the cut preview
+            await call.locator("button.whole-diff").click()
+            await call.locator(".status", has_text="the whole diff").wait_for()
+            assert await call.locator("pre.diff span.del").count() == 2000
+            assert await call.locator("pre.diff span.add").count() == 2000
+            await call.locator("button.split-toggle").click()
+            assert await call.locator(".split pre.old span.del").count() == 2000
+            assert await call.locator(".split pre.new span.add").count() == 2000
+            first_new = call.locator(".split pre.new span.add").first
+            assert await first_new.inner_text() == "+new line 0"
+
+            # An edit shows its own diff before it is approved; refused by the sandbox, the
+            # result says the approved call failed.
+            await asyncio.to_thread(say, url, "note", "note it")
+            note = page.locator('article.thread[data-thread="note"]')
+            await note.wait_for()
+            await page.locator("#inbox-status", has_text="2 thread(s) waiting").wait_for()
+            await note.locator("input[value=edit]").check()
+            editor = note.locator("textarea.edit-args")
+            await editor.fill(json.dumps({"path": "note.txt", "content": "final words\n"}))
+            await note.locator("button.preview-edit").click()
+            await note.locator(".edit-preview span.add", has_text="+final words").wait_for()
+            assert not (workspace.root / "note.txt").exists()  # a dry run, nothing written
+            await editor.fill(json.dumps({"path": "../../escaped.txt", "content": "x\n"}))
+            await note.locator("button.submit").click()
+            await note.locator(".answer").wait_for()
+            assert "approved, then failed" in await note.locator(".result").inner_text()
+            assert "../../escaped.txt" in await note.locator(".result").inner_text()
+
+            # One reason for the whole batch.
+            await asyncio.to_thread(say, url, "two", "two files")
+            two = page.locator('article.thread[data-thread="two"]')
+            await two.wait_for()
+            await two.locator("input.batch-reason").fill("not today")
+            await two.locator("button.reject-all").click()
+            await two.locator(".answer", has_text="Left both alone.").wait_for()
+
+            # Filter and collapse.
+            await page.fill("#filter", "big.txt")
+            assert await page.locator('article.thread[data-thread="big"]').is_visible()
+            assert not await page.locator('article.thread[data-thread="two"]').is_visible()
+            await page.fill("#filter", "")
+            await page.click("#collapse-all")
+            assert not await call.is_visible()
+            await page.click("#expand-all")
+            shot = tmp_path / "inbox.png"
+            await page.screenshot(path=str(shot))
+            if os.environ.get("FSAGENT_DOCS_SHOTS"):  # README's picture, taken again on request
+                shutil.copy(shot, DOCS / "inbox.png")
+
+            # The keyboard: j to the thread, a to approve its batch.
+            await asyncio.to_thread(say, url, "keyed", "keyed")
+            keyed = page.locator('article.thread[data-thread="keyed"]')
+            await keyed.wait_for()
+            await page.locator("body").click(position={"x": 5, "y": 5})
+            for _ in range(2):
+                await page.keyboard.press("j")
+            await page.locator("article.thread.focused[data-thread='keyed']").wait_for()
+            await page.keyboard.press("a")
+            await keyed.locator(".answer", has_text="k.txt written.").wait_for()
+
+            # The server goes away: the page says so, Submit can be retried; it comes back.
+            port = url.rsplit(":", 1)[1]
+            served.kill()
+            await big.locator("input[value=approve]").check()
+            await big.locator("button.submit").click()
+            await page.locator("#server-state", has_text="unreachable").wait_for()
+            assert await big.locator("button.submit").is_enabled()
+            served = ServeProcess(workspace, llm.base_url, *BIG_REPLIES, "--port", port)
+            await page.locator("#server-state").wait_for(state="hidden")
+            await page.locator("#live-state", has_text="live").wait_for()
+            await big.locator("button.submit").click()
+            await big.locator(".answer", has_text="big.txt rewritten.").wait_for()
+            await page.locator("#inbox-status", has_text="Nothing waits").wait_for()
+
+            # The chat view: the thread list, a thread's history by its link, the name rule.
+            await page.click('article.thread[data-thread="keyed"] a.thread-link')
+            await page.locator("#chat-log .you", has_text="keyed").wait_for()
+            assert "k.txt written." in await page.inner_text("#chat-log")
+            await page.locator("#thread-list a", has_text="big").wait_for()
+            await page.fill("#chat-thread", "bad/name")
+            await page.fill("#chat-text", "hello")
+            await page.click("#chat-send")
+            rule = page.locator("#chat-log .bad", has_text="letters, digits")
+            await rule.wait_for()
+
+            # A turn that pauses: the view follows the thread until the answer comes.
+            await page.fill("#chat-thread", "chat")
+            await page.fill("#chat-text", "chat pause")
+            await page.click("#chat-send")
+            await page.locator("#chat-log .notice", has_text="Following the thread").wait_for()
+            decided = await asyncio.to_thread(
+                httpx.post,
+                f"{served.url}/api/admin/approvals/chat",
+                json={"approved": True},
+                headers={**ADMIN, **JSON},
+                timeout=60,
+            )
+            assert decided.status_code == 200
+            await page.locator("#chat-log .agent", has_text="c.txt is there now.").wait_for()
+        finally:
+            await page.close()
+        return served
+
+    with FakeLLM(script, auto_route="filesystem") as llm:
+        served = ServeProcess(
+            workspace, llm.base_url, *BIG_REPLIES, env={"FSAGENT_INBOX_POLL": "0.5"}
+        )
+        served = browser.call(review(served, llm), timeout=600)
+        served.process.send_signal(signal.SIGTERM)
+        assert served.wait() == 0
+
+    assert (tmp_path / "inbox.png").stat().st_size > 10_000
+    assert (workspace.root / "big.txt").read_text() == new
+    assert not (workspace.root / "note.txt").exists()
+    assert not (workspace.root / "x.txt").exists() and not (workspace.root / "y.txt").exists()
+    assert (workspace.root / "k.txt").read_text() == "k\n"
+    assert (workspace.root / "c.txt").read_text() == "c\n"
+    assert tree_snapshot(workspace.outside) == before_outside
+    audit = workspace.run(NO_LLM, "", "audit", "--json", thread="two")
+    rows = json.loads(audit.stdout)
+    assert [(r["call_id"], r["decision"], r["reason"]) for r in rows] == [
+        ("c_x", "reject", "not today"),
+        ("c_y", "reject", "not today"),
     ]

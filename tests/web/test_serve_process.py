@@ -51,7 +51,9 @@ def test_paused_then_killed_then_approved_after_a_restart(workspace: Workspace):
             headers={**ADMIN, **JSON},
             timeout=60,
         )
-        assert decided.json() == {"status": "done", "thread": "t", "answer": "Created hello.txt."}
+        shown = decided.json()
+        assert (shown["status"], shown["thread_id"], shown["run"]) == ("approved", "t", "done")
+        assert shown["answer"] == "Created hello.txt."
         again = httpx.post(
             f"{second.url}/api/admin/approvals/t", json={"approved": True}, headers=ADMIN
         )
@@ -143,7 +145,7 @@ def test_bad_start_up_options_are_one_line_and_exit_2(workspace: Workspace):
     assert open_to_all.returncode == 2
     assert open_to_all.stderr.strip().splitlines() == [
         "fsagent: serve --host 0.0.0.0: off loopback every endpoint needs a token, and "
-        "FSAGENT_ADMIN_TOKEN is not set; set it, or serve on 127.0.0.1"
+        "FSAGENT_ADMIN_TOKEN is not set (or blank); set it, or serve on 127.0.0.1"
     ]
     terminal_only = workspace.run(NO_LLM, "", "serve", "--transcript", "t.jsonl", thread=None)
     assert terminal_only.returncode == 2

@@ -55,11 +55,13 @@ def test_paused_at_the_terminal_approved_over_http(workspace: Workspace):
         async def scenario() -> None:
             async with serving(workspace, llm.base_url) as served:
                 decided = await served.decide("t", {"approved": True})
-                assert decided.json() == {
-                    "status": "done",
-                    "thread": "t",
-                    "answer": "Created hello.txt.",
-                }
+                shown = decided.json()
+                assert (shown["status"], shown["thread_id"], shown["run"]) == (
+                    "approved",
+                    "t",
+                    "done",
+                )
+                assert shown["answer"] == "Created hello.txt."
                 [row] = await served.store.audit_rows("t")
                 assert row.by == "admin"
 

@@ -75,6 +75,50 @@ async function errorText(response) {
   return body.error || `${response.status} ${response.statusText}`;
 }
 
+// --- reaching the server --------------------------------------------------------------------
+
+// Whether the server answered the last request; the page says so, and recovers by itself.
+function showReachable(ok, what = "") {
+  const line = $("#server-state");
+  line.hidden = ok;
+  line.textContent = ok ? "" : `The server is unreachable${what ? ` (${what})` : ""}; retrying…`;
+}
+
+// fetch, with a network failure turned into a Response-like refusal the callers show.
+async function reach(path, options) {
+  try {
+    const response = await api(path, options);
+    showReachable(true);
+    return response;
+  } catch (error) {
+    showReachable(false, error.message);
+    return { ok: false, status: 0, unreachable: true, json: async () => ({ error: "the server is unreachable" }) };
+  }
+}
+
+function ago(iso) {
+  const then = Date.parse(iso);
+  if (Number.isNaN(then)) return "";
+  const seconds = Math.max(0, Math.round((Date.now() - then) / 1000));
+  if (seconds < 60) return `${seconds} s ago`;
+  if (seconds < 3600) return `${Math.round(seconds / 60)} min ago`;
+  if (seconds < 86400) return `${Math.round(seconds / 3600)} h ago`;
+  return `${Math.round(seconds / 86400)} days ago`;
+}
+
+function timeView(iso, prefix) {
+  const node = el("time", { datetime: iso, title: new Date(iso).toLocaleString(), class: "age" });
+  node.textContent = `${prefix} ${ago(iso)}`;
+  node.dataset.prefix = prefix;
+  return node;
+}
+
+setInterval(() => {
+  for (const node of document.querySelectorAll("time.age")) {
+    node.textContent = `${node.dataset.prefix} ${ago(node.getAttribute("datetime"))}`;
+  }
+}, 15000);
+
 // --- the inbox ------------------------------------------------------------------------------
 
 function diffLine(line) {
@@ -84,6 +128,111 @@ function diffLine(line) {
   else if (line.startsWith("+")) kind = "add";
   else if (line.startsWith("-")) kind = "del";
   return el("span", { class: kind, text: line === "" ? " " : line });
+}
+
+// Both sides of a unified diff, side by side: the old text on the left, the new on the right.
+function splitView(lines) {
+  const rows = [];
+  let dels = [];
+  let adds = [];
+  const flush = () => {
+    for (let i = 0; i < Math.max(dels.length, adds.length); i += 1) {
+      rows.push([dels[i], adds[i]]);
+    }
+    dels = [];
+    adds = [];
+  };
+  for (const line of lines) {
+    if (line.startsWith("+++") || line.startsWith("---") || line.startsWith("@@")) {
+      flush();
+      rows.push([line, line]);
+    } else if (line.startsWith("-")) dels.push(line);
+    else if (line.startsWith("+")) adds.push(line);
+    else {
+      flush();
+      rows.push([line, line]);
+    }
+  }
+  flush();
+  const side = (line) => (line == null ? el("span", { class: "empty", text: " " }) : diffLine(line));
+  return el(
+    "div", { class: "split" },
+    el("pre", { class: "diff old" }, ...rows.map(([left]) => side(left))),
+    el("pre", { class: "diff new" }, ...rows.map(([, right]) => side(right))),
+  );
+}
+
+const CUT = /more lines not shown/;
+
+// The preview, with the whole of it fetched on demand, a page at a time, and a split view.
+function previewView(thread, call, lines) {
+  const box = el("div", { class: "preview" });
+  let shown = lines;
+  let split = false;
+  const body = el("div", { class: "preview-body" });
+  const render = () => {
+    body.replaceChildren(split ? splitView(shown) : el("pre", { class: "diff" }, ...shown.map(diffLine)));
+  };
+  const tools = el("div", { class: "preview-tools" });
+  const toggle = el("button", { type: "button", class: "split-toggle", text: "Side by side" });
+  toggle.addEventListener("click", () => {
+    split = !split;
+    toggle.textContent = split ? "Unified" : "Side by side";
+    render();
+  });
+  tools.append(toggle);
+  if (lines.some((line) => CUT.test(line))) {
+    const more = el("button", { type: "button", class: "whole-diff", text: "Show the whole diff" });
+    const note = el("span", { class: "status" });
+    more.addEventListener("click", async () => {
+      more.disabled = true;
+      const whole = [];
+      for (let offset = 0; ; ) {
+        note.textContent = `loading… ${whole.length} lines`;
+        const response = await reach(`/api/admin/approvals/${encodeURIComponent(thread)}/preview`, {
+          method: "POST",
+          headers: { "Content-Type": "application/json" },
+          body: JSON.stringify({ call_id: call.id, offset }),
+        });
+        if (!response.ok) {
+          note.textContent = await errorText(response);
+          more.disabled = false;
+          return;
+        }
+        const page = await response.json();
+        whole.push(...page.lines);
+        offset += page.lines.length;
+        if (offset >= page.total || !page.lines.length) break;
+      }
+      shown = whole;
+      note.textContent = `the whole diff: ${whole.length} lines`;
+      more.hidden = true;
+      render();
+    });
+    tools.append(more, note);
+  }
+  render();
+  box.append(tools, body);
+  return box;
+}
+
+// The arguments as a person reads them: each one by name, text as text (not one JSON line).
+function argsView(args) {
+  const list = el("dl", { class: "args" });
+  for (const [key, value] of Object.entries(args || {})) {
+    const shown = typeof value === "string" ? value : JSON.stringify(value, null, 2);
+    list.append(el("dt", { text: key }), el("dd", {}, el("pre", { class: "arg", text: shown })));
+  }
+  return list;
+}
+
+function callPath(args) {
+  if (!args) return "";
+  if (typeof args.path === "string") return args.path;
+  if (typeof args.source === "string" && typeof args.destination === "string") {
+    return `${args.source} → ${args.destination}`;
+  }
+  return "";
 }
 
 const DECISION_LABELS = {
@@ -98,6 +247,42 @@ const TEXT_PROMPTS = {
   respond: "your answer, which the model reads instead of the result",
 };
 
+function editPreview(thread, call, editor) {
+  const shown = el("div", { class: "edit-preview" });
+  const button = el("button", { type: "button", class: "preview-edit", text: "Preview the edit" });
+  let timer = null;
+  const run = async () => {
+    let args;
+    try {
+      args = JSON.parse(editor.value);
+    } catch (error) {
+      shown.replaceChildren(el("p", { class: "error", text: `not JSON: ${error.message}` }));
+      return;
+    }
+    shown.replaceChildren(el("p", { class: "status", text: "working out the edited call's diff…" }));
+    const response = await reach(`/api/admin/approvals/${encodeURIComponent(thread)}/preview`, {
+      method: "POST",
+      headers: { "Content-Type": "application/json" },
+      body: JSON.stringify({ call_id: call.id, args }),
+    });
+    if (!response.ok) {
+      shown.replaceChildren(el("p", { class: "error", text: await errorText(response) }));
+      return;
+    }
+    const page = await response.json();
+    shown.replaceChildren(
+      el("div", { class: "label", text: "What the edited call would change" }),
+      el("pre", { class: "diff" }, ...page.lines.map(diffLine)),
+    );
+  };
+  button.addEventListener("click", run);
+  editor.addEventListener("input", () => {
+    clearTimeout(timer);
+    timer = setTimeout(run, 700);
+  });
+  return { button, shown, run };
+}
+
 function callView(thread, call) {
   const name = `decision-${thread}-${call.id}`;
   const reason = el("input", {
@@ -105,27 +290,31 @@ function callView(thread, call) {
   });
   const editor = el("textarea", { class: "edit-args", rows: "8", hidden: true });
   editor.value = JSON.stringify(call.args, null, 2);
+  const edit = editPreview(thread, call, editor);
+  const editBox = el("div", { class: "edit-box", hidden: true }, editor, edit.button, edit.shown);
   const choices = el("fieldset", { class: "decision" }, el("legend", { class: "label", text: "Decision" }));
   for (const kind of call.allowed_decisions) {
     const input = el("input", { type: "radio", name, value: kind });
     input.addEventListener("change", () => {
       reason.hidden = !(kind in TEXT_PROMPTS);
       reason.placeholder = TEXT_PROMPTS[kind] || "";
+      editBox.hidden = kind !== "edit";
       editor.hidden = kind !== "edit";
+      if (kind === "edit" && !edit.shown.childElementCount) edit.run();
     });
     choices.append(el("label", {}, input, ` ${DECISION_LABELS[kind] || kind}`));
   }
   choices.append(reason);
-  const preview = el("pre", { class: "diff" }, ...call.preview.map(diffLine));
+  const path = callPath(call.args);
   return el(
     "div", { class: "call", "data-call": call.id },
-    el("h4", {}, `${call.name} `, el("span", { class: "call-id", text: call.id })),
-    el("div", { class: "label", text: "Arguments" }),
-    el("pre", { class: "args", text: JSON.stringify(call.args, null, 2) }),
+    el("h4", {}, `${call.name} `, el("span", { class: "path", text: path }), " ",
+      el("span", { class: "call-id", text: call.id })),
+    el("details", { class: "args-box" }, el("summary", { class: "label", text: "Arguments" }), argsView(call.args)),
     el("div", { class: "label", text: "What it would change" }),
-    call.preview.length ? preview : el("p", { class: "status", text: "(no preview)" }),
+    call.preview.length ? previewView(thread, call, call.preview) : el("p", { class: "status", text: "(no preview)" }),
     choices,
-    editor,
+    editBox,
   );
 }
 
@@ -176,6 +365,19 @@ function answersOf(form, calls) {
   return { answers };
 }
 
+function resultsView(results, decisions) {
+  return el("ul", { class: "results" }, ...results.map((result) => {
+    const decided = decisions[result.id];
+    const letRun = decided && (decided.type === "approve" || decided.type === "edit");
+    const what = `${result.tool} ${result.path || result.id}`;
+    let line;
+    if (letRun && result.failed) line = `✗ ${what}: approved, then failed: ${result.text}`;
+    else if (letRun) line = `✓ ${what}: done`;
+    else line = `${what}: ${result.text}`;
+    return el("li", { class: letRun && result.failed ? "error" : "", text: line });
+  }));
+}
+
 function threadView(item) {
   const asking = item.kind === "question";
   const result = el("div", { class: "result" });
@@ -183,7 +385,30 @@ function threadView(item) {
     type: "submit", class: "submit", text: asking ? "Send the answer" : "Submit decisions",
   });
   const view = asking ? questionView : callView;
-  const form = el("form", { class: "batch" }, ...item.calls.map((call) => view(item.thread, call)), submit);
+  const batch = asking ? null : el(
+    "div", { class: "batch-bar" },
+    el("input", { class: "batch-reason", type: "text", placeholder: "one reason for the whole batch (the model reads it)" }),
+    el("button", { type: "button", class: "approve-all", text: "Approve all" }),
+    el("button", { type: "button", class: "reject-all", text: "Reject all" }),
+  );
+  const form = el("form", { class: "batch" }, ...item.calls.map((call) => view(item.thread, call)), batch, submit);
+  const article = el("article", { class: "thread", "data-thread": item.thread, tabindex: "-1" });
+  const decideAll = (kind) => {
+    const why = batch ? $(".batch-reason", batch).value : "";
+    for (const box of form.querySelectorAll(".call")) {
+      const input = box.querySelector(`input[type=radio][value=${kind}]`);
+      if (!input) continue;
+      input.checked = true;
+      input.dispatchEvent(new Event("change"));
+      if (kind === "reject") $(".reason", box).value = why;
+    }
+    form.requestSubmit();
+  };
+  article.decideAll = asking ? () => {} : decideAll;
+  if (batch) {
+    $(".approve-all", batch).addEventListener("click", () => decideAll("approve"));
+    $(".reject-all", batch).addEventListener("click", () => decideAll("reject"));
+  }
   form.addEventListener("change", () => {
     if (result.querySelector(".error")) result.replaceChildren();  // answered: the hint goes
   });
@@ -199,72 +424,228 @@ function threadView(item) {
     }
     submit.disabled = true;
     result.append(el("p", { class: "status", text: "Resuming the thread…" }));
-    const response = await api(`/api/admin/approvals/${encodeURIComponent(item.thread)}`, {
+    const response = await reach(`/api/admin/approvals/${encodeURIComponent(item.thread)}`, {
       method: "POST",
       headers: { "Content-Type": "application/json" },
       body: JSON.stringify(body),
     });
     result.replaceChildren();
     if (!response.ok) {
-      submit.disabled = false;
+      submit.disabled = false;  // it can be sent again
       result.append(el("p", { class: "error", text: await errorText(response) }));
       return;
     }
     const outcome = await response.json();
     form.hidden = true;
+    article.classList.add("decided");
+    const byId = Object.fromEntries(item.calls.map((call) => [call.id, call]));
     const decided = item.calls.map((call) => {
       if (asking) return el("li", { text: `answered ${call.id}: ${body.answers[call.id]}` });
       const decision = body.decisions[call.id];
       const why = decision.message ? `: ${decision.message}` : "";
-      return el("li", { text: `${DECIDED[decision.type]} ${call.id} (${call.name})${why}` });
+      const path = callPath(decision.args || byId[call.id].args);
+      return el("li", { text: `${DECIDED[decision.type]} ${call.name} ${path} (${call.id})${why}` });
     });
+    const failed = (outcome.results || []).some((r) => r.failed && !asking &&
+      ["approve", "edit"].includes(body.decisions[r.id]?.type));
     result.append(
       el("ul", { class: "decided" }, ...decided),
-      el("p", { class: "status", text: `Decided. The run ended: ${outcome.status}.` }),
+      resultsView(outcome.results || [], asking ? {} : body.decisions),
+      el("p", { class: failed ? "error" : "status",
+        text: `Decided (${outcome.status}). The run ended: ${outcome.run}${failed ? "; an approved call failed" : ""}.` }),
       el("div", { class: "label", text: "Answer" }),
       el("div", { class: "answer", text: outcome.answer || "(no answer)" }),
     );
     if (outcome.error) result.append(el("p", { class: "error", text: outcome.error }));
-    if (outcome.status === "pending") {
-      result.append(el("p", { class: "status", text: "It waits for approval again: refresh." }));
+    if (outcome.run === "pending") {
+      result.append(el("p", { class: "status", text: "It waits again: the inbox lists it anew." }));
     }
+    refreshSoon();
   });
-  return el(
-    "article", { class: "thread", "data-thread": item.thread },
-    el("h3", { text: item.thread }),
-    el("p", { class: "request" }, el("span", { class: "label", text: "Request " }), item.request || "(none)"),
-    item.problem ? el("p", { class: "error", text: `Cannot resume: ${item.problem}` }) : null,
-    form,
-    result,
+  const paths = item.calls.map((call) => callPath(call.args) || call.name).join(", ");
+  const summary = el(
+    "summary", {},
+    el("span", { class: "thread-name", text: item.thread }), " ",
+    el("span", { class: "kind", text: asking ? "question" : `${item.calls.length} call(s): ${paths}` }), " ",
+    item.since ? timeView(item.since, "paused") : null,
   );
+  article.append(
+    el("details", { open: true },
+      summary,
+      el("p", { class: "links" }, el("a", { href: `#chat/${encodeURIComponent(item.thread)}`, class: "thread-link", text: "the thread's history" })),
+      el("p", { class: "request" }, el("span", { class: "label", text: "Request " }), item.request || "(none)"),
+      item.reason ? el("p", { class: "reason-said" }, el("span", { class: "label", text: "The model said " }), item.reason) : null,
+      item.problem ? el("p", { class: "error", text: `Cannot resume: ${item.problem}` }) : null,
+      form,
+      result),
+  );
+  article.dataset.key = `${item.thread} ${item.calls.map((call) => call.id).join(",")}`;
+  article.dataset.search = `${item.thread} ${item.request || ""} ${paths} ${item.calls.map((c) => c.name).join(" ")}`.toLowerCase();
+  return article;
 }
 
+let loading = null;
+
 async function loadInbox() {
-  const status = $("#inbox-status");
-  const list = $("#approvals");
-  if (!token()) {
-    list.replaceChildren();
-    status.textContent = "Enter the admin token to see what waits.";
-    askForToken();
-    return;
+  if (loading) return loading;
+  loading = (async () => {
+    const status = $("#inbox-status");
+    const list = $("#approvals");
+    if (!token()) {
+      list.replaceChildren();
+      status.textContent = "Enter the admin token to see what waits.";
+      askForToken();
+      return;
+    }
+    if (!list.childElementCount) status.textContent = "Loading…";
+    const response = await reach("/api/admin/approvals");
+    if (!response.ok) {
+      if (!response.unreachable) status.textContent = await errorText(response);
+      return;
+    }
+    const { approvals } = await response.json();
+    const existing = new Map([...list.querySelectorAll("article.thread")].map((a) => [a.dataset.key, a]));
+    const wanted = [];
+    for (const item of approvals) {
+      const key = `${item.thread} ${item.calls.map((call) => call.id).join(",")}`;
+      wanted.push(existing.get(key) || threadView(item));  // what is half decided stays as it is
+      existing.delete(key);
+    }
+    // Gone from the server: decided here (its result stays shown) or elsewhere (removed).
+    const kept = [...existing.values()].filter((article) => article.classList.contains("decided"));
+    list.replaceChildren(...wanted, ...kept);
+    status.textContent = approvals.length
+      ? `${approvals.length} thread(s) waiting.`
+      : "Nothing waits for approval.";
+    applyFilter();
+  })();
+  try {
+    return await loading;
+  } finally {
+    loading = null;
   }
-  status.textContent = "Loading…";
-  const response = await api("/api/admin/approvals");
-  if (!response.ok) {
-    status.textContent = await errorText(response);
-    list.replaceChildren();
-    return;
-  }
-  const { approvals } = await response.json();
-  status.textContent = approvals.length
-    ? `${approvals.length} thread(s) waiting.`
-    : "Nothing waits for approval.";
-  list.replaceChildren(...approvals.map(threadView));
+}
+
+function refreshSoon() {
+  setTimeout(loadInbox, 50);
 }
 
 $("#refresh").addEventListener("click", loadInbox);
 
+function applyFilter() {
+  const words = $("#filter").value.trim().toLowerCase();
+  for (const article of document.querySelectorAll("#approvals article.thread")) {
+    article.hidden = Boolean(words) && !article.dataset.search.includes(words);
+  }
+}
+
+$("#filter").addEventListener("input", applyFilter);
+$("#collapse-all").addEventListener("click", () => {
+  for (const details of document.querySelectorAll("#approvals article.thread > details")) details.open = false;
+});
+$("#expand-all").addEventListener("click", () => {
+  for (const details of document.querySelectorAll("#approvals article.thread > details")) details.open = true;
+});
+
+// The inbox follows the server: a stream of changes, and polling while the stream is down.
+let live = null;
+let pollTimer = null;
+
+function setLive(text) {
+  $("#live-state").textContent = text;
+}
+
+function startPolling() {
+  if (!pollTimer) pollTimer = setInterval(loadInbox, 5000);
+}
+
+function stopPolling() {
+  clearInterval(pollTimer);
+  pollTimer = null;
+}
+
+async function follow() {
+  if (live || !token()) return;
+  const controller = new AbortController();
+  live = controller;
+  try {
+    const response = await api("/api/admin/inbox", { signal: controller.signal });
+    if (!response.ok) throw new Error(`${response.status}`);
+    showReachable(true);
+    stopPolling();
+    setLive("live");
+    const reader = response.body.getReader();
+    const decoder = new TextDecoder();
+    let buffer = "";
+    for (;;) {
+      const { value, done } = await reader.read();
+      if (done) break;
+      buffer += decoder.decode(value, { stream: true });
+      let end;
+      while ((end = buffer.indexOf("\n\n")) >= 0) {
+        const event = parseEvent(buffer.slice(0, end));
+        buffer = buffer.slice(end + 2);
+        if (event.kind === "inbox") {
+          $("#inbox-status").textContent = event.data.waiting
+            ? `${event.data.waiting} thread(s) waiting.` : "Nothing waits for approval.";
+          loadInbox();
+        }
+      }
+    }
+  } catch (error) {
+    if (controller.signal.aborted) return;
+    showReachable(false, error.message);
+  } finally {
+    if (live === controller) live = null;
+  }
+  if (controller.signal.aborted) return;
+  setLive("polling");
+  startPolling();
+  setTimeout(follow, 3000);  // and try the stream again
+}
+
+function unfollow() {
+  if (live) live.abort();
+  live = null;
+  stopPolling();
+  setLive("");
+}
+
+// Keyboard: j/k move between waiting threads, a approves the whole batch, r rejects it.
+let focused = -1;
+
+function visibleThreads() {
+  return [...document.querySelectorAll("#approvals article.thread:not(.decided)")].filter((a) => !a.hidden);
+}
+
+function focusThread(index) {
+  const threads = visibleThreads();
+  if (!threads.length) return;
+  focused = Math.max(0, Math.min(index, threads.length - 1));
+  for (const article of document.querySelectorAll("#approvals article.focused")) article.classList.remove("focused");
+  const article = threads[focused];
+  article.classList.add("focused");
+  article.focus();
+  article.scrollIntoView({ block: "nearest" });
+}
+
+document.addEventListener("keydown", (event) => {
+  if ($("#inbox").hidden || event.ctrlKey || event.metaKey || event.altKey) return;
+  if (event.target.closest("input, textarea, select")) return;
+  const threads = visibleThreads();
+  const current = threads.indexOf(document.querySelector("#approvals article.focused"));
+  if (event.key === "j") focusThread(current + 1);
+  else if (event.key === "k") focusThread(current < 0 ? 0 : current - 1);
+  else if ((event.key === "a" || event.key === "r") && current >= 0) {
+    threads[current].decideAll(event.key === "a" ? "approve" : "reject");
+  } else return;
+  event.preventDefault();
+});
+
 // --- chat -----------------------------------------------------------------------------------
+
+const THREAD_NAME = /^[A-Za-z0-9][A-Za-z0-9_.-]{0,63}$/;
+const THREAD_NAME_RULE = "1-64 letters, digits, '.', '_' or '-', starting with a letter or digit";
 
 function logLine(kind, text) {
   const line = el("div", { class: `line ${kind}`, text });
@@ -300,8 +681,87 @@ function showEvent(state, { kind, data }) {
   else if (kind === "approval") {
     const names = data.calls.map((call) => call.name).join(", ");
     logLine("notice", `⚠ waiting for approval: ${names}; decide it in the inbox.`);
+    state.pending = true;
   } else if (kind === "error") logLine("bad", `error: ${data.text}`);
-  else if (kind === "done") logLine("notice", `— ${data.status}`);
+  else if (kind === "done") {
+    logLine("notice", `— ${data.status}`);
+    if (data.status === "pending") state.pending = true;
+  }
+}
+
+function historyLine(message, calls) {
+  if (message.role === "user") return el("div", { class: "line you", text: `you> ${message.text}` });
+  if (message.role === "assistant") {
+    const lines = [];
+    if (message.text) lines.push(el("div", { class: "line agent", text: `agent> ${message.text}` }));
+    for (const call of message.tool_calls || []) {
+      calls[call.id] = call;
+      lines.push(el("div", { class: "line tool", text: `→ ${call.name}(${JSON.stringify(call.args)})` }));
+    }
+    return lines;
+  }
+  if (message.role === "tool") {
+    return el("div", { class: `line ${message.failed ? "bad" : "tool"}`, text: `← ${message.text}` });
+  }
+  return null;
+}
+
+async function showThread(name) {
+  const response = await reach(`/api/threads/${encodeURIComponent(name)}`);
+  if (response.status === 404) {
+    $("#chat-log").replaceChildren(el("div", { class: "line notice", text: `thread '${name}' is new: say something.` }));
+    return null;
+  }
+  if (!response.ok) {
+    if (!response.unreachable) logLine("bad", `error: ${await errorText(response)}`);
+    return null;
+  }
+  const thread = await response.json();
+  const calls = {};
+  const lines = thread.messages.flatMap((m) => historyLine(m, calls) || []);
+  $("#chat-log").replaceChildren(
+    el("div", { class: "line notice", text: `thread '${name}': ${thread.messages.length} messages, ${thread.status}` }),
+    ...lines,
+  );
+  if (thread.status.startsWith("waiting")) {
+    logLine("notice", `⚠ ${thread.status}: an admin decides it in the inbox; this view follows the thread.`);
+  }
+  return thread;
+}
+
+async function loadThreads() {
+  const response = await reach("/api/threads");
+  if (!response.ok) return;
+  const { threads } = await response.json();
+  $("#thread-list").replaceChildren(...threads.map((t) => el(
+    "li", {}, el("a", { href: `#chat/${encodeURIComponent(t.name)}`, text: t.name }),
+    el("span", { class: "status", text: ` ${t.status}, ${t.messages} messages` }),
+  )));
+}
+
+// After a turn that paused, the view follows its thread until the answer comes.
+let following = null;
+
+async function followThread(name) {
+  const mine = {};
+  following = mine;
+  logLine("notice", "Following the thread: the answer shows here once an admin decides.");
+  for (;;) {
+    await new Promise((resolve) => setTimeout(resolve, 2000));
+    if (following !== mine) return;
+    const response = await reach(`/api/threads/${encodeURIComponent(name)}`);
+    if (!response.ok) continue;  // unreachable for now: keep trying
+    const thread = await response.json();
+    if (!thread.running && !thread.status.startsWith("waiting")) {
+      await showThread(name);
+      loadThreads();
+      return;
+    }
+  }
+}
+
+function threadProblem(name) {
+  return THREAD_NAME.test(name) ? null : `a thread name is ${THREAD_NAME_RULE}; '${name}' is not`;
 }
 
 $("#chat-form").addEventListener("submit", async (event) => {
@@ -309,22 +769,32 @@ $("#chat-form").addEventListener("submit", async (event) => {
   const thread = $("#chat-thread").value.trim();
   const text = $("#chat-text").value.trim();
   if (!thread || !text) return;
+  const problem = threadProblem(thread);
+  if (problem) {
+    logLine("bad", `error: ${problem}`);
+    return;
+  }
+  if (location.hash !== `#chat/${encodeURIComponent(thread)}`) {
+    history.replaceState(null, "", `#chat/${encodeURIComponent(thread)}`);
+  }
+  following = null;
   $("#chat-send").disabled = true;
   logLine("you", `you> ${text}`);
-  $("#chat-text").value = "";
+  const state = { agent: null, pending: false };
   try {
     const response = await api(`/api/threads/${encodeURIComponent(thread)}/messages`, {
       method: "POST",
       headers: { "Content-Type": "application/json", Accept: "text/event-stream" },
       body: JSON.stringify({ text }),
     });
+    showReachable(true);
+    $("#chat-text").value = "";
     if (!response.ok) {
       logLine("bad", `error: ${await errorText(response)}`);
       return;
     }
     const reader = response.body.getReader();
     const decoder = new TextDecoder();
-    const state = { agent: null };
     let buffer = "";
     for (;;) {
       const { value, done } = await reader.read();
@@ -337,10 +807,13 @@ $("#chat-form").addEventListener("submit", async (event) => {
       }
     }
   } catch (error) {
-    logLine("bad", `error: ${error.message}`);
+    showReachable(false, error.message);
+    logLine("bad", `error: the server is unreachable (${error.message}); your message is kept, send it again`);
   } finally {
     $("#chat-send").disabled = false;
   }
+  loadThreads();
+  if (state.pending) followThread(thread);
 });
 
 // --- views ----------------------------------------------------------------------------------
@@ -351,7 +824,22 @@ function route() {
   $("#inbox").hidden = chat;
   $("#nav-chat").classList.toggle("current", chat);
   $("#nav-inbox").classList.toggle("current", !chat);
-  if (!chat) loadInbox();
+  if (chat) {
+    unfollow();
+    following = null;
+    loadThreads();
+    const name = decodeURIComponent(location.hash.slice("#chat/".length));
+    if (location.hash.startsWith("#chat/") && name) {
+      $("#chat-thread").value = name;
+      const problem = threadProblem(name);
+      if (problem) $("#chat-log").replaceChildren(el("div", { class: "line bad", text: `error: ${problem}` }));
+      else showThread(name).then((thread) => {
+        if (thread && (thread.running || thread.status.startsWith("waiting"))) followThread(name);
+      });
+    }
+    return;
+  }
+  loadInbox().then(follow);
 }
 
 window.addEventListener("hashchange", route);

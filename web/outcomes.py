@@ -1,0 +1,80 @@
+"""A decided batch as one JSON answer, in the seed's admin contract:
+
+    {"status": "approved" | "rejected" | "answered", "thread_id", "answer",
+     "run": "done" | "pending" | "error" | "cut_off",      how the resumed run ended
+     "results": [{"id", "tool", "path", "failed", "text"}],  each call that ran, by path
+     "calls": [...]  (when it pauses again), "error": "..." (when the run failed)}
+
+`status` is the admin's decision (approved when any call of the batch was let run), never the
+run's: a client written against the seed reads it so; how the run went has a field of its own.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from web.events import DONE, Frame
+
+LET_RUN = frozenset({"approve", "edit"})
+
+
+def decision_status(decisions: dict[str, Any]) -> str:
+    if "answers" in decisions:
+        return "answered"
+    kinds = {d.get("type") for d in decisions.get("decisions", {}).values()}
+    return "approved" if kinds & LET_RUN else "rejected"
+
+
+def call_path(args: Any) -> str | None:
+    """What a call works on, as a person names it: its path, or source -> destination."""
+    if not isinstance(args, dict):
+        return None
+    if isinstance(args.get("path"), str):
+        return args["path"]
+    ends = [args.get(key) for key in ("source", "destination")]
+    if all(isinstance(end, str) for end in ends):
+        return " → ".join(ends)  # type: ignore[arg-type]
+    return None
+
+
+def outcome(
+    thread: str, calls: list[dict[str, Any]], decisions: dict[str, Any], frames: list[Frame]
+) -> dict[str, Any]:
+    args = {call["id"]: call.get("args") for call in calls}
+    names = {call["id"]: call.get("name") for call in calls}
+    for call_id, decision in decisions.get("decisions", {}).items():
+        if decision.get("type") == "edit":
+            args[call_id] = decision.get("args")
+    run = DONE
+    answer = ""
+    extra: dict[str, Any] = {}
+    results = []
+    for kind, data in frames:
+        if kind == "answer":
+            answer = data["text"]
+        elif kind == "tool_result":
+            results.append({
+                "id": data["id"],
+                # A resumed call's result may not know its tool ("?"); the batch does.
+                "tool": names.get(data["id"]) or data["tool"],
+                "path": call_path(args.get(data["id"])),
+                "failed": data["failed"],
+                "text": data["text"],
+            })  # fmt: skip
+        elif kind == "tool_call":
+            args.setdefault(data["id"], data.get("args"))
+            names.setdefault(data["id"], data.get("tool"))
+        elif kind == "approval":
+            extra["calls"] = data["calls"]
+        elif kind == "error":
+            extra.setdefault("error", data["text"])
+        elif kind == "done":
+            run = data["status"]
+    return {
+        "status": decision_status(decisions),
+        "thread_id": thread,
+        "answer": answer,
+        "run": run,
+        "results": results,
+        **extra,
+    }
