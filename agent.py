@@ -19,7 +19,7 @@ import os
 import sys
 import threading
 from collections.abc import AsyncIterator, Callable
-from contextlib import asynccontextmanager, nullcontext
+from contextlib import asynccontextmanager, nullcontext, suppress
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal
@@ -417,7 +417,22 @@ def settings_from_args(args: argparse.Namespace) -> Settings:
 # --- running -----------------------------------------------------------------------------------
 
 
+NOT_ON_WINDOWS = (
+    "fsagent: native Windows is not supported yet (its sandbox acts through folder "
+    "descriptors, which Windows does not have); run it in WSL, where it works"
+)
+
+
+def unsupported_platform() -> str | None:
+    """The line that stops fsagent on a system it cannot sandbox on, before anything runs."""
+    return NOT_ON_WINDOWS if sys.platform == "win32" else None
+
+
 def main(argv: list[str] | None = None) -> int:
+    refusal = unsupported_platform()
+    if refusal is not None:
+        print(refusal, file=sys.stderr)
+        return 2
     args = build_parser().parse_args(argv)
     try:
         settings = settings_from_args(args)
@@ -455,6 +470,9 @@ def cli() -> None:
     tearing down the hundreds of modules langchain imports costs ~0.4 s on every run (a
     piped regression run pays it each time) and does nothing for the person.
     """
+    from terminal.broken_pipe import quiet_on_broken_pipe
+
+    quiet_on_broken_pipe()
     code = main()
     sys.stdout.flush()
     sys.stderr.flush()
@@ -480,6 +498,9 @@ async def chat(settings: Settings) -> int:
 
     screen = screen_kind(plain=settings.plain)
     async with launch(settings) as launched:
+        # LM Studio's answer before anything is opened: a refusal comes in a fraction of a
+        # second, and a start that fails leaves no thread file behind.
+        await launched.model_ready
         # The agent's heavy imports, while the server process imports the MCP SDK.
         import display
         from core.session import ThreadSession
@@ -558,6 +579,12 @@ async def launch(settings: Settings) -> AsyncIterator[Launched]:
     model_ready = asyncio.ensure_future(load_model(settings))
     try:
         yield Launched(roots, policy, process, model_ready)
+    except (StartupError, StoreError):
+        # A start that failed (LM Studio down, a thread file that cannot be used): the server
+        # has run nothing, so it is not waited for while it is still importing.
+        with suppress(ProcessLookupError):
+            process.kill()
+        raise
     finally:
         model_ready.cancel()
         if model_ready.done() and not model_ready.cancelled():

@@ -295,18 +295,16 @@ class SQLiteStore:
 
 def process_alive(pid: int) -> bool:
     """Whether `pid` is a running process (a zombie has died; only its parent has not
-    looked yet)."""
+    looked yet). psutil, not /proc, so it answers on macOS as on Linux; imported here, as
+    only a lock held by another pid asks."""
+    import psutil
+
     try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
+        return psutil.Process(pid).status() != psutil.STATUS_ZOMBIE
+    except psutil.NoSuchProcess:
         return False
-    except PermissionError:
+    except psutil.AccessDenied:
         return True  # alive, but someone else's
-    try:
-        stat = Path(f"/proc/{pid}/stat").read_text()
-    except OSError:
-        return True
-    return stat.rpartition(")")[2].split()[:1] != ["Z"]
 
 
 def locked_message(path: Path) -> str:
