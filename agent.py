@@ -119,7 +119,11 @@ def build_parser() -> argparse.ArgumentParser:
         "regress", "replay every recorded case in DIR and compare transcripts", regress_command
     )
     regress.add_argument(
-        "cases", type=Path, metavar="DIR", help="a case folder, or a folder of them"
+        "cases",
+        type=Path,
+        metavar="DIR",
+        nargs="?",
+        help="a case folder, or a folder of them (default: the examples fsagent comes with)",
     )
     regress.add_argument("--show", action="store_true", help="print each run's session as it goes")
     regress.add_argument(
@@ -1086,9 +1090,10 @@ async def open_service(settings: Settings, access: Access) -> AsyncIterator[Fast
 
 
 def regress_command(args: argparse.Namespace, settings: Settings) -> int:
-    from terminal.regress import run_cases
+    from terminal.regress import packaged_examples, run_cases
 
-    return run_cases(args.cases, show=args.show, update=args.update)
+    cases = args.cases if args.cases is not None else packaged_examples()
+    return run_cases(cases, show=args.show, update=args.update)
 
 
 if __name__ == "__main__":
