@@ -13,6 +13,7 @@ import json
 from typing import Any
 
 from core.server_reads import ReadError, ask, info
+from core.text import counted
 from core.undo_capture import CAPTURES, capture, undo_lines
 
 PREVIEW_LINES = 40
@@ -50,7 +51,8 @@ async def undo_note(call: dict[str, Any], tools: Tools, thread_used: int) -> lis
 def cut(lines: list[str], limit: int = PREVIEW_LINES) -> list[str]:
     shown = [clip_line(line) for line in lines[:limit]]
     if len(lines) > limit:
-        shown.append(f"… {len(lines) - limit:,} more lines not shown ({len(lines):,} in all)")
+        more = counted(len(lines) - limit, "more line")
+        shown.append(f"… {more} not shown ({len(lines):,} in all)")
     return shown
 
 
@@ -72,10 +74,11 @@ async def preview_write(args: dict[str, Any], tools: Tools) -> list[str]:
 
 def new_file_lines(path: str, content: str) -> list[str]:
     lines = content.splitlines()
-    head = [f"new file {path}, {len(lines):,} lines, {len(content.encode()):,} bytes:"]
+    size = counted(len(content.encode()), "byte")
+    head = [f"new file {path}, {counted(len(lines), 'line')}, {size}:"]
     head += [f"+{line}" for line in lines[:NEW_FILE_HEAD]]
     if len(lines) > NEW_FILE_HEAD:
-        head.append(f"… {len(lines) - NEW_FILE_HEAD:,} more lines not shown")
+        head.append(f"… {counted(len(lines) - NEW_FILE_HEAD, 'more line')} not shown")
     return head
 
 
