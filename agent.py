@@ -24,8 +24,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal
 
-from core.errors import ReplayMismatch, StartupError, ThreadError
-from store.errors import StoreError, ThreadBusy
+from core.errors import ReplayMismatch, StartupError, ThreadError, first_leaf
+from store.errors import StoreError, ThreadBusy, failure_of
 from store.location import from_environment, normalise, same_location, shown
 
 if TYPE_CHECKING:
@@ -271,7 +271,7 @@ def add_agent_options(parser: argparse.ArgumentParser, *, suppress: bool = False
     parser.add_argument(
         "--root",
         action="append",
-        type=Path,
+        type=root_path,
         default=default(None),
         metavar="DIR",
         help="a folder the agent may use (repeatable; default: the current folder)",
@@ -450,6 +450,9 @@ def main(argv: list[str] | None = None) -> int:
         return 130
     except Exception as raised:
         error = first_leaf(raised)
+        # A thread file that cannot be written (a full disk, a read-only mount), wherever it
+        # was met: the store's one line, as at start.
+        error = failure_of(error, settings.db) or error
         if isinstance(error, StartupError | StoreError):
             print(f"fsagent: {error}", file=sys.stderr)
             return 2
@@ -481,13 +484,6 @@ def cli() -> None:
     sys.stdout.flush()
     sys.stderr.flush()
     os._exit(code)
-
-
-def first_leaf(error: BaseException) -> BaseException:
-    """The MCP client runs in task groups, which wrap what was raised in ExceptionGroups."""
-    while isinstance(error, BaseExceptionGroup) and error.exceptions:
-        error = error.exceptions[0]
-    return error
 
 
 # --- talking to the agent ----------------------------------------------------------------------
@@ -650,16 +646,46 @@ async def open_agent(settings: Settings, launched: Launched, store: Store) -> As
         yield Agent(app, tools, launched.policy, server, loaded.choice, context)
 
 
+def root_path(text: str) -> Path:
+    """--root's value: an empty one would be the current folder by accident (Path("") is
+    "."), so it is refused; say `--root .` for that."""
+    if not text.strip():
+        raise argparse.ArgumentTypeError(
+            "an empty path; pass the folder the agent may use (--root . for this one)"
+        )
+    return Path(text)
+
+
 def check_roots(roots: tuple[Path, ...]) -> list[Path]:
     """Resolve roots up front so a typo is a clear start-up error, not a server crash."""
     resolved = []
     for root in roots:
         if not root.is_dir():
             raise StartupError(
-                f"--root {root}: no such folder; pass an existing folder the agent may use"
+                f"--root {root}: {not_a_folder(root)}; pass an existing folder the agent may use"
             )
         resolved.append(root.resolve())
     return resolved
+
+
+def not_a_folder(path: Path) -> str:
+    """What is at `path`, which is not a folder, in a few words."""
+    import stat
+
+    try:
+        mode = path.stat().st_mode
+    except FileNotFoundError:
+        return "a broken symlink" if path.is_symlink() else "no such folder"
+    except OSError as error:
+        return f"cannot be reached ({error.strerror})"
+    kinds = [
+        (stat.S_ISREG, "a file, not a folder"),
+        (stat.S_ISFIFO, "a named pipe, not a folder"),
+        (stat.S_ISSOCK, "a socket, not a folder"),
+        (stat.S_ISCHR, "a device, not a folder"),
+        (stat.S_ISBLK, "a device, not a folder"),
+    ]
+    return next((kind for test, kind in kinds if test(mode)), "not a folder")
 
 
 async def load_model(settings: Settings) -> LoadedModel:
@@ -958,9 +984,16 @@ def audit_command(args: argparse.Namespace, settings: Settings) -> int:
     from store import missing
     from terminal import commands
 
-    absent = missing(settings.db, need_file=True)
+    # As `threads` and `approvals`: nothing stored yet is nothing to list (exit 0), and
+    # reading never creates the store.
+    absent = missing(settings.db)
     if absent is not None:
-        raise StartupError(absent.no_store)
+        if args.json:
+            print("[]")
+            return 0
+        where = f"thread '{args.thread}'" if args.thread else shown(settings.db)
+        print(f"No decisions recorded in {where} ({absent.note}).")
+        return 0
 
     async def audit() -> int:
         from store import open_store
