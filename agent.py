@@ -10,13 +10,25 @@ needs it.
 
 from __future__ import annotations
 
+import sys
+
+# Before anything else is imported (asyncio alone fails on Windows without its own modules):
+# the sandbox acts through folder descriptors (`dir_fd`, O_NOFOLLOW), which Windows does not
+# have, so another design would be needed there. Exit code 2: cannot start.
+if sys.platform == "win32":
+    print(
+        "fsagent: native Windows is not supported yet (its sandbox acts through folder "
+        "descriptors, which Windows does not have); run it in WSL, where it works",
+        file=sys.stderr,
+    )
+    raise SystemExit(2)
+
 import argparse
 import asyncio
 import dataclasses
 import functools
 import importlib
 import os
-import sys
 import threading
 from collections.abc import AsyncIterator, Callable
 from contextlib import asynccontextmanager, nullcontext, suppress
@@ -421,22 +433,7 @@ def settings_from_args(args: argparse.Namespace) -> Settings:
 # --- running -----------------------------------------------------------------------------------
 
 
-NOT_ON_WINDOWS = (
-    "fsagent: native Windows is not supported yet (its sandbox acts through folder "
-    "descriptors, which Windows does not have); run it in WSL, where it works"
-)
-
-
-def unsupported_platform() -> str | None:
-    """The line that stops fsagent on a system it cannot sandbox on, before anything runs."""
-    return NOT_ON_WINDOWS if sys.platform == "win32" else None
-
-
 def main(argv: list[str] | None = None) -> int:
-    refusal = unsupported_platform()
-    if refusal is not None:
-        print(refusal, file=sys.stderr)
-        return 2
     args = build_parser().parse_args(argv)
     try:
         settings = settings_from_args(args)

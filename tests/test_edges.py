@@ -9,6 +9,7 @@ import errno
 import os
 import socket
 import subprocess
+import sys
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
@@ -261,3 +262,34 @@ def test_ending_the_session_gives_one_code_however_it_ends(workspace: Workspace)
             result = workspace.run(llm.base_url, "hi\n" + ending)
         codes[ending or "end of input"] = result.returncode
     assert set(codes.values()) == {1}, codes  # a turn failed: 1, whatever ended the session
+
+
+# --- native Windows -------------------------------------------------------------------------------
+
+# The platform check, simulated: the interpreter is told it runs on Windows before fsagent's
+# command line is imported, so what runs is the real start-up path.
+AS_ON_WINDOWS = "import sys; sys.platform = 'win32'; sys.argv[0] = 'fsagent'; "
+
+
+def test_native_windows_is_refused_in_one_line_before_anything_runs(tmp_path: Path) -> None:
+    from conftest import REPO
+
+    env = {**agent_env(), "PYTHONPATH": str(REPO)}
+    started = subprocess.run(
+        [sys.executable, "-c", AS_ON_WINDOWS + "from agent import cli; cli()", "threads"],
+        capture_output=True, text=True, cwd=tmp_path, env=env, timeout=60,
+    )  # fmt: skip
+    assert started.returncode == 2  # "cannot start", as in the exit codes
+    assert started.stderr.splitlines() == [
+        "fsagent: native Windows is not supported yet (its sandbox acts through folder "
+        "descriptors, which Windows does not have); run it in WSL, where it works"
+    ]
+    assert started.stdout == ""
+    heavy = "sorted(m for m in ('asyncio', 'langgraph', 'store', 'mcp') if m in sys.modules)"
+    imported = subprocess.run(
+        [sys.executable, "-c", AS_ON_WINDOWS + "import atexit; "
+         f"atexit.register(lambda: print({heavy})); import agent"],
+        capture_output=True, text=True, cwd=tmp_path, env=env, timeout=60,
+    )  # fmt: skip
+    assert imported.stdout.strip() == "[]"  # nothing heavy was loaded first
+    assert list(tmp_path.iterdir()) == []  # and nothing was made
