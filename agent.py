@@ -495,15 +495,17 @@ async def chat(settings: Settings) -> int:
 
     screen = screen_kind(plain=settings.plain)
     async with launch(settings) as launched:
-        # LM Studio's answer before anything is opened: a refusal comes in a fraction of a
-        # second, and a start that fails leaves no thread file behind.
-        await launched.model_ready
         # The agent's heavy imports, while the server process imports the MCP SDK.
         import display
         from core.session import ThreadSession
         from store import open_store
 
-        async with open_store(settings.db) as store, store.hold(settings.thread):
+        # A start that fails (LM Studio down) leaves no thread file it began behind.
+        async with (
+            none_left_if_start_fails(settings.db),
+            open_store(settings.db) as store,
+            store.hold(settings.thread),
+        ):
             if not settings.read_only:
                 # Before waiting for LM Studio and the tools: a thread that cannot go on is
                 # the news.
@@ -534,6 +536,24 @@ async def chat(settings: Settings) -> int:
                         show_reasoning=not settings.hide_reasoning,
                         roots=launched.roots,
                     )
+
+
+@asynccontextmanager
+async def none_left_if_start_fails(location: str) -> AsyncIterator[None]:
+    """A SQLite file this start made is removed again when the start fails (a StartupError:
+    LM Studio down, no usable model), so nothing is created until a thread is really used."""
+    from store.location import is_postgres
+
+    path = None if is_postgres(location) else Path(location)
+    new = path is not None and not path.exists()
+    try:
+        yield
+    except BaseException as raised:
+        if new and path is not None and isinstance(first_leaf(raised), StartupError):
+            from store.sqlite import remove_new_file
+
+            remove_new_file(path)
+        raise
 
 
 def open_terminal(screen: str, transcript: Any, redactions: list[tuple[str, str]]) -> Any:
@@ -620,10 +640,12 @@ async def open_agent(settings: Settings, launched: Launched, store: Store) -> As
     from core.tool_schemas import offered_tools
     from core.tools import open_tool_server
 
+    # LM Studio's answer before the server's handshake: a refusal takes a fraction of a
+    # second, the server's start-up seconds.
+    loaded = await launched.model_ready
     async with open_tool_server(launched.process) as server:
         # The model may always ask the person, but not in the read-only agent.
         tools = server.tools if settings.read_only else with_ask_person(server.tools)
-        loaded = await launched.model_ready
         # The same tools in every request of the thread (core.context says why).
         offered = offered_tools(tools, ALLOWED_TOOLS if settings.read_only else None)
         context = ContextKeeper(
