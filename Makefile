@@ -41,9 +41,12 @@ $(CHROMIUM):
 	  >/dev/null
 
 # The import rules first: a broken layout fails fast. Tests run on every core (-n auto).
+# Then the MCP server's whole suite again on its portable path (mcp_servers/platform_calls.py:
+# as on macOS, without O_PATH or preadv).
 test: $(STAMP) postgres acl $(CHROMIUM)
 	$(VENV)/bin/lint-imports
 	$(PY) -m pytest -q -n auto $(PYTEST_ARGS)
+	FSAGENT_PORTABLE_CALLS=1 $(PY) -m pytest -q -n auto tests/mcp_servers
 
 bench: $(STAMP) postgres
 	$(PY) -m bench

@@ -10,22 +10,34 @@ needs it.
 
 from __future__ import annotations
 
+import sys
+
+# Before anything else is imported (asyncio alone fails on Windows without its own modules):
+# the sandbox acts through folder descriptors (`dir_fd`, O_NOFOLLOW), which Windows does not
+# have, so another design would be needed there. Exit code 2: cannot start.
+if sys.platform == "win32":
+    print(
+        "fsagent: native Windows is not supported yet (its sandbox acts through folder "
+        "descriptors, which Windows does not have); run it in WSL, where it works",
+        file=sys.stderr,
+    )
+    raise SystemExit(2)
+
 import argparse
 import asyncio
 import dataclasses
 import functools
 import importlib
 import os
-import sys
 import threading
 from collections.abc import AsyncIterator, Callable
-from contextlib import asynccontextmanager, nullcontext
+from contextlib import asynccontextmanager, nullcontext, suppress
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal
 
-from core.errors import ReplayMismatch, StartupError, ThreadError
-from store.errors import StoreError, ThreadBusy
+from core.errors import ReplayMismatch, StartupError, ThreadError, first_leaf
+from store.errors import StoreError, ThreadBusy, failure_of
 from store.location import from_environment, normalise, same_location, shown
 
 if TYPE_CHECKING:
@@ -121,7 +133,11 @@ def build_parser() -> argparse.ArgumentParser:
         "regress", "replay every recorded case in DIR and compare transcripts", regress_command
     )
     regress.add_argument(
-        "cases", type=Path, metavar="DIR", help="a case folder, or a folder of them"
+        "cases",
+        type=Path,
+        metavar="DIR",
+        nargs="?",
+        help="a case folder, or a folder of them (default: the examples fsagent comes with)",
     )
     regress.add_argument("--show", action="store_true", help="print each run's session as it goes")
     regress.add_argument(
@@ -290,7 +306,7 @@ def add_agent_options(parser: argparse.ArgumentParser, *, suppress: bool = False
     parser.add_argument(
         "--root",
         action="append",
-        type=Path,
+        type=root_path,
         default=default(None),
         metavar="DIR",
         help="a folder the agent may use (repeatable; default: the current folder)",
@@ -481,6 +497,9 @@ def main(argv: list[str] | None = None) -> int:
         return 130
     except Exception as raised:
         error = first_leaf(raised)
+        # A thread file that cannot be written (a full disk, a read-only mount), wherever it
+        # was met: the store's one line, as at start.
+        error = failure_of(error, settings.db) or error
         if isinstance(error, StartupError | StoreError):
             complain(error)
             return 2
@@ -505,17 +524,13 @@ def cli() -> None:
     tearing down the hundreds of modules langchain imports costs ~0.4 s on every run (a
     piped regression run pays it each time) and does nothing for the person.
     """
+    from terminal.broken_pipe import quiet_on_broken_pipe
+
+    quiet_on_broken_pipe()
     code = main()
     sys.stdout.flush()
     sys.stderr.flush()
     os._exit(code)
-
-
-def first_leaf(error: BaseException) -> BaseException:
-    """The MCP client runs in task groups, which wrap what was raised in ExceptionGroups."""
-    while isinstance(error, BaseExceptionGroup) and error.exceptions:
-        error = error.exceptions[0]
-    return error
 
 
 # --- talking to the agent ----------------------------------------------------------------------
@@ -536,7 +551,8 @@ async def chat(settings: Settings) -> int:
         from core.thread_names import name_to_open
         from store import open_store
 
-        async with open_store(settings.db) as store:
+        # A start that fails (LM Studio down) leaves no thread file it began behind.
+        async with none_left_if_start_fails(settings.db), open_store(settings.db) as store:
             thread = await name_to_open(store, settings.thread)  # before a row is made
             async with store.hold(thread):
                 if not settings.read_only:
@@ -576,6 +592,24 @@ async def talk(
             show_reasoning=not settings.hide_reasoning,
             roots=launched.roots,
         )
+
+
+@asynccontextmanager
+async def none_left_if_start_fails(location: str) -> AsyncIterator[None]:
+    """A SQLite file this start made is removed again when the start fails (a StartupError:
+    LM Studio down, no usable model), so nothing is created until a thread is really used."""
+    from store.location import is_postgres
+
+    path = None if is_postgres(location) else Path(location)
+    new = path is not None and not path.exists()
+    try:
+        yield
+    except BaseException as raised:
+        if new and path is not None and isinstance(first_leaf(raised), StartupError):
+            from store.sqlite import remove_new_file
+
+            remove_new_file(path)
+        raise
 
 
 def open_terminal(screen: str, transcript: Any, redactions: list[tuple[str, str]]) -> Any:
@@ -618,6 +652,12 @@ async def launch(settings: Settings) -> AsyncIterator[Launched]:
     model_ready = asyncio.ensure_future(load_model(settings))
     try:
         yield Launched(roots, policy, process, model_ready)
+    except (StartupError, StoreError):
+        # A start that failed (LM Studio down, a thread file that cannot be used): the server
+        # has run nothing, so it is not waited for while it is still importing.
+        with suppress(ProcessLookupError):
+            process.kill()
+        raise
     finally:
         model_ready.cancel()
         if model_ready.done() and not model_ready.cancelled():
@@ -658,10 +698,12 @@ async def open_agent(settings: Settings, launched: Launched, store: Store) -> As
     from core.tool_schemas import offered_tools
     from core.tools import open_tool_server
 
+    # LM Studio's answer before the server's handshake: a refusal takes a fraction of a
+    # second, the server's start-up seconds.
+    loaded = await launched.model_ready
     async with open_tool_server(launched.process) as server:
         # The model may always ask the person, but not in the read-only agent.
         tools = server.tools if settings.read_only else with_ask_person(server.tools)
-        loaded = await launched.model_ready
         # The same tools in every request of the thread (core.context says why).
         offered = offered_tools(tools, ALLOWED_TOOLS if settings.read_only else None)
         context = ContextKeeper(
@@ -686,16 +728,46 @@ async def open_agent(settings: Settings, launched: Launched, store: Store) -> As
         yield Agent(app, tools, launched.policy, server, loaded.choice, context, parts)
 
 
+def root_path(text: str) -> Path:
+    """--root's value: an empty one would be the current folder by accident (Path("") is
+    "."), so it is refused; say `--root .` for that."""
+    if not text.strip():
+        raise argparse.ArgumentTypeError(
+            "an empty path; pass the folder the agent may use (--root . for this one)"
+        )
+    return Path(text)
+
+
 def check_roots(roots: tuple[Path, ...]) -> list[Path]:
     """Resolve roots up front so a typo is a clear start-up error, not a server crash."""
     resolved = []
     for root in roots:
         if not root.is_dir():
             raise StartupError(
-                f"--root {root}: no such folder; pass an existing folder the agent may use"
+                f"--root {root}: {not_a_folder(root)}; pass an existing folder the agent may use"
             )
         resolved.append(root.resolve())
     return resolved
+
+
+def not_a_folder(path: Path) -> str:
+    """What is at `path`, which is not a folder, in a few words."""
+    import stat
+
+    try:
+        mode = path.stat().st_mode
+    except FileNotFoundError:
+        return "a broken symlink" if path.is_symlink() else "no such folder"
+    except OSError as error:
+        return f"cannot be reached ({error.strerror})"
+    kinds = [
+        (stat.S_ISREG, "a file, not a folder"),
+        (stat.S_ISFIFO, "a named pipe, not a folder"),
+        (stat.S_ISSOCK, "a socket, not a folder"),
+        (stat.S_ISCHR, "a device, not a folder"),
+        (stat.S_ISBLK, "a device, not a folder"),
+    ]
+    return next((kind for test, kind in kinds if test(mode)), "not a folder")
 
 
 async def load_model(settings: Settings) -> LoadedModel:
@@ -1039,9 +1111,16 @@ def audit_command(args: argparse.Namespace, settings: Settings) -> int:
     from store import missing
     from terminal import commands
 
-    absent = missing(settings.db, need_file=True)
+    # As `threads` and `approvals`: nothing stored yet is nothing to list (exit 0), and
+    # reading never creates the store.
+    absent = missing(settings.db)
     if absent is not None:
-        raise StartupError(absent.no_store)
+        if args.json:
+            print("[]")
+            return 0
+        where = f"thread '{args.thread}'" if args.thread else shown(settings.db)
+        print(f"No decisions recorded in {where} ({absent.note}).")
+        return 0
 
     async def audit() -> int:
         from store import open_store
@@ -1171,9 +1250,10 @@ async def open_service(settings: Settings, access: Access) -> AsyncIterator[Fast
 
 
 def regress_command(args: argparse.Namespace, settings: Settings) -> int:
-    from terminal.regress import run_cases
+    from terminal.regress import packaged_examples, run_cases
 
-    return run_cases(args.cases, show=args.show, update=args.update)
+    cases = args.cases if args.cases is not None else packaged_examples()
+    return run_cases(cases, show=args.show, update=args.update)
 
 
 if __name__ == "__main__":

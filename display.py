@@ -22,7 +22,7 @@ from core.policy import Grant, Policy
 from core.questions import is_question
 from core.session import ThreadSession
 from core.summary import Summary
-from core.text import format_call, visible
+from core.text import counted, format_call, visible
 from core.thread_names import escaped
 from core.threads import INTERRUPTED, pending_approval
 from terminal.console import Terminal, put
@@ -50,7 +50,7 @@ def banner(snapshot: StateSnapshot | None, tool_count: int, thread: str) -> str:
     values = snapshot.values if snapshot is not None else None
     messages = (values or {}).get("messages") or []
     if messages:
-        return head + f"resuming, {len(messages)} messages."
+        return head + f"resuming, {counted(len(messages), 'message')}."
     return head + "new conversation."
 
 

@@ -19,3 +19,11 @@ class ContextTooSmall(Exception):
     """Even the smallest request (system prompt, tools, summary and the latest request) does
     not fit the model's context; the message is one line with the numbers and what to do.
     Nothing was sent and the thread is as it was."""
+
+
+def first_leaf(error: BaseException) -> BaseException:
+    """What was raised inside the task groups that wrap it in ExceptionGroups (the MCP
+    client's, LangGraph's)."""
+    while isinstance(error, BaseExceptionGroup) and error.exceptions:
+        error = error.exceptions[0]
+    return error

@@ -14,6 +14,7 @@ from typing import Any
 
 from core.plans import Plan
 from core.server_reads import ReadError, ask, info
+from core.text import counted
 from core.undo_capture import CAPTURES, capture, undo_lines
 
 PREVIEW_LINES = 40
@@ -66,7 +67,8 @@ async def undo_note(call: dict[str, Any], tools: Tools, thread_used: int) -> lis
 def cut(lines: list[str], limit: int = PREVIEW_LINES) -> list[str]:
     shown = [clip_line(line) for line in lines[:limit]]
     if len(lines) > limit:
-        shown.append(f"… {len(lines) - limit:,} more lines not shown ({len(lines):,} in all)")
+        more = counted(len(lines) - limit, "more line")
+        shown.append(f"… {more} not shown ({len(lines):,} in all)")
     return shown
 
 
@@ -98,10 +100,11 @@ async def preview_whole_write(args: dict[str, Any], tools: Tools) -> list[str]:
 def new_file_lines(path: str, content: str, head: int | None = NEW_FILE_HEAD) -> list[str]:
     lines = content.splitlines()
     kept = lines if head is None else lines[:head]
-    shown = [f"new file {path}, {len(lines):,} lines, {len(content.encode()):,} bytes:"]
+    size = counted(len(content.encode()), "byte")
+    shown = [f"new file {path}, {counted(len(lines), 'line')}, {size}:"]
     shown += [f"+{line}" for line in kept]
     if len(lines) > len(kept):
-        shown.append(f"… {len(lines) - len(kept):,} more lines not shown")
+        shown.append(f"… {counted(len(lines) - len(kept), 'more line')} not shown")
     return shown
 
 

@@ -22,7 +22,7 @@ from core import events
 from core.approval import CUT_CALL, describe_grant, new_id
 from core.context import COMPACTED, ContextKeeper
 from core.error_lines import describe_error
-from core.errors import ContextTooSmall, ReplayMismatch
+from core.errors import ContextTooSmall, ReplayMismatch, first_leaf
 from core.messages import content_text
 from core.plans import Plan, expect_of, plan_of
 from core.policy import Grant
@@ -51,6 +51,7 @@ from core.undo import (
     run_steps,
 )
 from store.base import Store, UndoRun
+from store.errors import failure_of
 
 
 class ThreadSession:
@@ -167,6 +168,11 @@ class ThreadSession:
                 for event in self._events(mode, chunk):
                     yield event
         except Exception as error:
+            failure = failure_of(first_leaf(error), self.store.location)
+            if failure is not None:
+                # The thread file itself failed (a full disk): nothing more can be kept, so
+                # the session ends with the store's one line; what it committed stays whole.
+                raise failure from error
             if self.verbose or isinstance(error, ReplayMismatch):
                 yield events.Failed(str(error), fatal=True)
                 raise  # the front-end shows the traceback, or ends the replay (exit 4)

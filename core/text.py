@@ -71,6 +71,11 @@ def json_visible(line: str) -> str:
     return line.translate(_JSON)
 
 
+def counted(count: int, word: str) -> str:
+    """`1 line`, `2 lines`, `1,024 lines`: a count and its noun, the plural right."""
+    return f"{count:,} {word}" if count == 1 else f"{count:,} {word}s"
+
+
 def clip(text: str, limit: int = CLIP_AT) -> str:
     if len(text) <= limit:
         return text
@@ -93,5 +98,5 @@ def format_result(text: str) -> str:
     lines = text.splitlines() or [""]
     shown = [clip(line, 200) for line in lines[:RESULT_LINES]]
     if len(lines) > RESULT_LINES:
-        shown.append(f"… (+{len(lines) - RESULT_LINES} more lines)")
+        shown.append(f"… (+{counted(len(lines) - RESULT_LINES, 'more line')})")
     return "\n  ".join(shown)

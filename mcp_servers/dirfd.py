@@ -20,10 +20,12 @@ from pathlib import Path
 
 from mcp_servers.budget import check_budget
 from mcp_servers.names import quoted
+from mcp_servers.platform_calls import FOLDER_FLAGS
 from mcp_servers.sandbox import Sandbox, SandboxError
 
-# O_PATH reaches a folder without needing read permission on it; a listing opens it again.
-PATH_FLAGS = os.O_PATH | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC
+# O_PATH (where the system has it) reaches a folder without needing read permission on it; a
+# listing opens it again. See platform_calls for what differs without it.
+PATH_FLAGS = FOLDER_FLAGS
 LIST_FLAGS = os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC
 TEMP_PREFIX = ".fsagent-"
 # Our temp entries: files being written, folders being copied, folders deleted aside. Never

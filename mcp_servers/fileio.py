@@ -20,6 +20,7 @@ from mcp.server.fastmcp.exceptions import ToolError
 from mcp_servers.budget import check_budget
 from mcp_servers.dirfd import changed, entry_stat
 from mcp_servers.names import quoted
+from mcp_servers.platform_calls import next_data, next_hole, read_at
 
 BINARY_PROBE = 8 * 1024  # a NUL byte in this many leading bytes marks a file as binary
 BLOCK = 1024 * 1024  # bytes read, hashed or copied at a time
@@ -95,7 +96,7 @@ def sha256_of_fd(fd: int) -> str:
         data_at = next_data(fd, offset, size)
         hash_zeros(digest, data_at - offset)
         offset = data_at
-        count = os.preadv(fd, [view], offset)
+        count = read_at(fd, view, offset)
         if not count:
             return digest.hexdigest()
         digest.update(view[:count])
@@ -170,10 +171,10 @@ def copy_sparse(source: int, destination: int) -> tuple[int, str | None]:
         offset = data_at
         if offset >= size:
             break
-        hole_at = min(os.lseek(source, offset, os.SEEK_HOLE), size)
+        hole_at = next_hole(source, offset, size)
         while offset < hole_at:
             check_budget()
-            count = os.preadv(source, [buffer[: min(BLOCK, hole_at - offset)]], offset)
+            count = read_at(source, buffer[: min(BLOCK, hole_at - offset)], offset)
             if not count:  # shrank meanwhile
                 size = offset
                 break
@@ -183,15 +184,6 @@ def copy_sparse(source: int, destination: int) -> tuple[int, str | None]:
             offset += count
     os.ftruncate(destination, size)
     return size, None if digest is None else digest.hexdigest()
-
-
-def next_data(fd: int, offset: int, size: int) -> int:
-    try:
-        return min(os.lseek(fd, offset, os.SEEK_DATA), size)
-    except OSError as error:
-        if error.errno == errno.ENXIO:  # only a hole from here to the end
-            return size
-        raise
 
 
 def hash_zeros(digest: hashlib._Hash, count: int) -> None:

@@ -11,7 +11,8 @@ from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 
 from mcp_servers.budget import check_budget
-from mcp_servers.fileio import BLOCK, next_data
+from mcp_servers.fileio import BLOCK
+from mcp_servers.platform_calls import next_data, read_at
 
 
 @dataclass(frozen=True)
@@ -41,7 +42,7 @@ def blocks_at(
         check_budget()
         if skip_holes():
             offset = next_data(fd, offset, size)
-        count = os.preadv(fd, [buffer], offset)
+        count = read_at(fd, buffer, offset)
         if not count:
             return
         yield offset, buffer if count == BLOCK else buffer[:count]

@@ -12,13 +12,15 @@ from contextlib import asynccontextmanager
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from store.errors import Missing, StoreError, ThreadBusy
+from store.errors import Missing, StoreError, ThreadBusy, failure_of
 from store.location import is_postgres, shown
 
 if TYPE_CHECKING:
     from store.base import Store
 
-__all__ = ["Missing", "StoreError", "ThreadBusy", "missing", "open_store", "shown"]
+__all__ = [
+    "Missing", "StoreError", "ThreadBusy", "failure_of", "missing", "open_store", "shown",
+]  # fmt: skip
 
 
 @asynccontextmanager
@@ -56,3 +58,4 @@ def missing_file(path: Path, *, need_file: bool = False) -> Missing | None:
         sentence=f"{path} does not exist",
         no_store=f"--db {path}: no such thread file; pass the --db fsagent ran with",
     )
+

@@ -18,7 +18,7 @@ import os
 import socket
 import sqlite3
 from collections.abc import AsyncIterator
-from contextlib import asynccontextmanager
+from contextlib import asynccontextmanager, suppress
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
@@ -28,7 +28,7 @@ from langgraph.checkpoint.sqlite.aio import AsyncSqliteSaver
 
 from store import statements as sql
 from store.base import AuditRow, LedgerEntry, LedgerRow, ThreadRecord, UndoRecord, UndoRun
-from store.errors import StoreError, ThreadBusy
+from store.errors import StoreError, ThreadBusy, failure_of, read_only_message
 from store.migrations import MIGRATIONS_TABLE, newer_message, newer_than_us, pending
 
 SQLITE_HEADER = b"SQLite format 3\x00"
@@ -59,10 +59,17 @@ class SQLiteStore:
     thread's lock, recording a batch of audit rows) never takes in a statement of another.
     """
 
-    def __init__(self, path: Path, conn: aiosqlite.Connection, saver: AsyncSqliteSaver) -> None:
+    def __init__(
+        self,
+        path: Path,
+        conn: aiosqlite.Connection,
+        saver: AsyncSqliteSaver,
+        read_only: bool = False,
+    ) -> None:
         self.path = path
         self.conn = conn
         self.saver = saver
+        self.read_only = read_only  # a file fsagent may read but not write (see open_sqlite_store)
         self._lock = asyncio.Lock()
 
     @property
@@ -77,16 +84,21 @@ class SQLiteStore:
 
     @asynccontextmanager
     async def hold(self, thread: str) -> AsyncIterator[None]:
+        if self.read_only:  # every command that changes a thread holds it first
+            raise StoreError(read_only_message(str(self.path)))
         async with self._lock:
             await self._take(thread)
         try:
             yield
         finally:
+            # Best effort: a lock left behind (the disk filled up meanwhile) names a pid that
+            # is gone, which the next opener sees.
             async with self._lock:
-                await self.conn.execute(
-                    "UPDATE fsagent_threads SET pid = NULL WHERE name = ? AND pid = ?",
-                    (thread, os.getpid()),
-                )
+                with suppress(sqlite3.Error):
+                    await self.conn.execute(
+                        "UPDATE fsagent_threads SET pid = NULL WHERE name = ? AND pid = ?",
+                        (thread, os.getpid()),
+                    )
 
     async def _take(self, thread: str) -> None:
         # BEGIN IMMEDIATE takes the file's write lock, so check-and-set is one step even when
@@ -94,7 +106,9 @@ class SQLiteStore:
         try:
             await self.conn.execute("BEGIN IMMEDIATE")
         except sqlite3.OperationalError as error:
-            raise StoreError(locked_message(self.path)) from error
+            raise failure_of(error, str(self.path)) or StoreError(
+                locked_message(self.path)
+            ) from error
         try:
             async with self.conn.execute(
                 "SELECT pid FROM fsagent_threads WHERE name = ?", (thread,)
@@ -114,7 +128,7 @@ class SQLiteStore:
             )
             await self.conn.execute("COMMIT")
         except BaseException:
-            await self.conn.execute("ROLLBACK")
+            await rollback(self.conn)
             raise
 
     async def thread_names(self) -> list[str]:
@@ -293,7 +307,7 @@ class SQLiteStore:
         try:
             yield
         except BaseException:
-            await self.conn.execute("ROLLBACK")
+            await rollback(self.conn)
             raise
         await self.conn.execute("COMMIT")
 
@@ -306,18 +320,16 @@ class SQLiteStore:
 
 def process_alive(pid: int) -> bool:
     """Whether `pid` is a running process (a zombie has died; only its parent has not
-    looked yet)."""
+    looked yet). psutil, not /proc, so it answers on macOS as on Linux; imported here, as
+    only a lock held by another pid asks."""
+    import psutil
+
     try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
+        return psutil.Process(pid).status() != psutil.STATUS_ZOMBIE
+    except psutil.NoSuchProcess:
         return False
-    except PermissionError:
+    except psutil.AccessDenied:
         return True  # alive, but someone else's
-    try:
-        stat = Path(f"/proc/{pid}/stat").read_text()
-    except OSError:
-        return True
-    return stat.rpartition(")")[2].split()[:1] != ["Z"]
 
 
 def locked_message(path: Path) -> str:
@@ -349,13 +361,33 @@ def check_file_is_ours(path: Path) -> None:
         )
 
 
-async def connect(path: Path, **options: Any) -> aiosqlite.Connection:
+async def connect(path: Path, read_only: bool = False, **options: Any) -> aiosqlite.Connection:
+    # A file on a read-only mount (or one we may not write) is opened read-only, and as
+    # immutable when its folder cannot take WAL's shared-memory file either: nobody can be
+    # writing it then (https://sqlite.org/uri.html#uriimmutable).
+    target = str(path)
+    if read_only:
+        target = read_only_uri(path)
+        options["uri"] = True
     try:
-        conn = await aiosqlite.connect(str(path), timeout=BUSY_TIMEOUT_SECONDS, **options)
+        conn = await aiosqlite.connect(target, timeout=BUSY_TIMEOUT_SECONDS, **options)
     except sqlite3.Error as error:
-        raise StoreError(f"cannot open {path}: {error}; pass another --db") from error
+        raise failure_of(error, str(path)) or StoreError(
+            f"cannot open {path}: {error}; pass another --db"
+        ) from error
     await conn.execute(f"PRAGMA busy_timeout = {int(BUSY_TIMEOUT_SECONDS * 1000)}")
     return conn
+
+
+def read_only_uri(path: Path) -> str:
+    uri = path.resolve().as_uri() + "?mode=ro"
+    return uri if os.access(path.parent, os.W_OK) else uri + "&immutable=1"
+
+
+def file_state(path: Path) -> tuple[bool, bool]:
+    """(whether opening it creates it, whether it may only be read)."""
+    created = not path.exists()
+    return created, not created and not os.access(path, os.W_OK)
 
 
 async def applied_migrations(conn: aiosqlite.Connection) -> set[int]:
@@ -385,8 +417,15 @@ async def migrate(conn: aiosqlite.Connection, path: Path) -> None:
                 )
             await conn.execute("COMMIT")
         except BaseException:
-            await conn.execute("ROLLBACK")
+            await rollback(conn)
             raise
+
+
+async def rollback(conn: aiosqlite.Connection) -> None:
+    """Roll back what is open. SQLite may have rolled back itself (a full disk does): a second
+    ROLLBACK would fail with "no transaction is active" and hide the cause."""
+    if conn.in_transaction:
+        await conn.execute("ROLLBACK")
 
 
 async def check_tables_are_ours(conn: aiosqlite.Connection, path: Path) -> None:
@@ -400,14 +439,20 @@ async def check_tables_are_ours(conn: aiosqlite.Connection, path: Path) -> None:
         )
 
 
-async def prepare(conn: aiosqlite.Connection, path: Path) -> None:
-    """Our side of the file: checked, in WAL mode, migrated."""
+async def prepare(conn: aiosqlite.Connection, path: Path, read_only: bool = False) -> None:
+    """Our side of the file: checked, in WAL mode, migrated (a read-only file only checked)."""
     try:
         await check_tables_are_ours(conn, path)
+        if read_only:
+            await check_current(conn, path)
+            return
         await conn.execute("PRAGMA journal_mode = WAL")
         await conn.execute("PRAGMA synchronous = NORMAL")
         await migrate(conn, path)
     except sqlite3.OperationalError as error:
+        failure = failure_of(error, str(path))
+        if failure is not None:
+            raise failure from error
         if "locked" in str(error) or "busy" in str(error):
             raise StoreError(locked_message(path)) from error
         raise StoreError(f"{path} cannot be used ({error}); it was left untouched") from error
@@ -418,15 +463,33 @@ async def prepare(conn: aiosqlite.Connection, path: Path) -> None:
         ) from error
 
 
+async def check_current(conn: aiosqlite.Connection, path: Path) -> None:
+    """A read-only file is read as it is: one that needs a migration cannot be."""
+    applied = await applied_migrations(conn)
+    if newer_than_us(applied):
+        raise StoreError(newer_message(str(path), applied))
+    if pending(applied):
+        raise StoreError(
+            f"{path} is read-only and was written by an older fsagent: upgrading it writes "
+            "it; make it writable once, or pass another --db"
+        )
+
+
 @asynccontextmanager
-async def open_saver(path: Path) -> AsyncIterator[AsyncSqliteSaver]:
-    conn = await connect(path)
+async def open_saver(path: Path, read_only: bool = False) -> AsyncIterator[AsyncSqliteSaver]:
+    conn = await connect(path, read_only)
     try:
         saver = AsyncSqliteSaver(conn)
         try:
-            await conn.execute("PRAGMA synchronous = NORMAL")
-            await saver.setup()
+            if read_only:
+                saver.is_setup = True  # its tables are there (checked); setup would write
+            else:
+                await conn.execute("PRAGMA synchronous = NORMAL")
+                await saver.setup()
         except sqlite3.DatabaseError as error:
+            failure = failure_of(error, str(path))
+            if failure is not None:
+                raise failure from error
             raise StoreError(
                 f"{path} is not a usable fsagent threads file ({error}); it was left "
                 "untouched. Pass another --db"
@@ -438,12 +501,28 @@ async def open_saver(path: Path) -> AsyncIterator[AsyncSqliteSaver]:
 
 @asynccontextmanager
 async def open_sqlite_store(path: Path) -> AsyncIterator[SQLiteStore]:
-    """Open the thread file, creating it (and our tables) when new."""
+    """Open the thread file, creating it (and our tables) when new. A file fsagent may not
+    write is opened read-only: reading works, holding a thread says why it cannot."""
     check_file_is_ours(path)
-    conn = await connect(path, isolation_level=None)
+    created, read_only = file_state(path)
+    ready = False
     try:
-        await prepare(conn, path)
-        async with open_saver(path) as saver:
-            yield SQLiteStore(path, conn, saver)
+        conn = await connect(path, read_only, isolation_level=None)
+        try:
+            await prepare(conn, path, read_only)
+            async with open_saver(path, read_only) as saver:
+                ready = True
+                yield SQLiteStore(path, conn, saver, read_only)
+        finally:
+            await conn.close()
     finally:
-        await conn.close()
+        if created and not ready:
+            remove_new_file(path)
+
+
+def remove_new_file(path: Path) -> None:
+    """A thread file this process began and could not finish (a full disk): nothing half
+    made is left, so the next start begins afresh."""
+    for leftover in (path, path.with_name(path.name + "-wal"), path.with_name(path.name + "-shm")):
+        with suppress(FileNotFoundError):
+            leftover.unlink()

@@ -22,7 +22,7 @@ from core.messages import content_text
 from core.questions import QUESTION_KIND
 from core.session import ThreadSession
 from core.summary import Summary
-from core.text import format_call, format_result, json_visible, visible
+from core.text import counted, format_call, format_result, json_visible, visible
 from core.thread_names import escaped
 from core.threads import (
     IDLE,
@@ -86,7 +86,7 @@ async def list_threads(store: Store, app: CompiledStateGraph) -> int:
 
 async def show_thread(app: CompiledStateGraph, name: str) -> int:
     view = await require_thread(app, name)
-    put(f"Thread '{escaped(name)}': {len(view.messages)} messages, {status_text(view)}")
+    put(f"Thread '{escaped(name)}': {counted(len(view.messages), 'message')}, {status_text(view)}")
     for message in view.messages:
         if isinstance(message, HumanMessage):
             put(f"you> {content_text(message.content)}")
@@ -102,8 +102,8 @@ async def show_thread(app: CompiledStateGraph, name: str) -> int:
     if summary is not None:
         # Every message is above; this is what the model is sent in place of the older ones.
         put(
-            f"The model is sent this summary in place of the first {summary.covers} messages "
-            f"(compacted {summary.count} times):"
+            f"The model is sent this summary in place of the first "
+            f"{counted(summary.covers, 'message')} (compacted {counted(summary.count, 'time')}):"
         )
         for line in summary.text.splitlines():
             put(f"  {line}")
@@ -118,7 +118,8 @@ async def remove_thread(store: Store, app: CompiledStateGraph, name: str, ask: b
     """Delete a thread; on a terminal, asks first unless `ask` is False (-y)."""
     view = await require_thread(app, name)
     if ask and sys.stdin.isatty():
-        question = f"Delete thread '{escaped(name)}' ({len(view.messages)} messages)? [y/N] "
+        messages = counted(len(view.messages), "message")
+        question = f"Delete thread '{escaped(name)}' ({messages})? [y/N] "
         try:
             answer = confirm(visible(question, keep=""))
         except KeyboardInterrupt:
@@ -157,7 +158,8 @@ async def reset_thread(store: Store, app: CompiledStateGraph, name: str) -> int:
     for line in call_lines(view, "  cancelled "):
         put(line)
     if answers and not view.waiting:
-        put(f"  {len(answers)} unanswered call(s) of the cut-off run were closed.")
+        closed = counted(len(answers), "unanswered call")
+        put(f"  {closed} of the cut-off run {'was' if len(answers) == 1 else 'were'} closed.")
     return 0
 
 

@@ -47,6 +47,14 @@ def run_cases(folder: Path, *, show: bool = False, update: bool = False) -> int:
     return 0 if all(result.passed for result in results) else 1
 
 
+def packaged_examples() -> Path:
+    """The recorded examples installed with fsagent (examples/ in a clone, shipped in the
+    wheel as the fsagent_examples package's data)."""
+    from importlib.resources import files
+
+    return Path(str(files("fsagent_examples")))
+
+
 def find_cases(folder: Path) -> list[Path]:
     if is_case(folder):
         return [folder]

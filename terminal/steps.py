@@ -9,7 +9,7 @@ from collections.abc import AsyncIterator
 
 from core import events
 from core.session import ThreadSession
-from core.text import format_call, format_result
+from core.text import counted, format_call, format_result
 from core.tool_groups import WRITE_TOOLS
 from terminal.console import Terminal
 from terminal.interrupts import Interrupted
@@ -119,7 +119,7 @@ class StepPrinter:
             return
         of = f" of {event.context_length:,}" if event.context_length else ""
         term.say(
-            f"⇣ compacted: {event.summarised} older messages summarised by the model "
+            f"⇣ compacted: {counted(event.summarised, 'older message')} summarised by the model "
             f"(the summary now stands for {event.covered}); request ~{event.tokens_before:,} "
             f"→ ~{event.tokens_after:,} tokens{of}. The thread keeps every message "
             "(fsagent threads show)."

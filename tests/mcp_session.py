@@ -28,6 +28,8 @@ from mcp.client.stdio import stdio_client
 from mcp.types import CallToolResult, TextContent, Tool
 
 REPO = Path(__file__).resolve().parent.parent
+# mcp_servers/platform_calls.py: set, the server runs as if O_PATH and preadv did not exist.
+PORTABLE_ENV = "FSAGENT_PORTABLE_CALLS"
 CALL_TIMEOUT = 60.0
 
 
@@ -40,7 +42,17 @@ def server_parameters(
 ) -> StdioServerParameters:
     """`wrapper` is a command the server runs under (e.g. setpriv dropping a capability)."""
     command = [*wrapper, *server_command(roots, *flags)]
-    return StdioServerParameters(command=command[0], args=command[1:], cwd=str(REPO))
+    return StdioServerParameters(
+        command=command[0], args=command[1:], cwd=str(REPO), env=passed_environment()
+    )
+
+
+def passed_environment() -> dict[str, str] | None:
+    """The variables the server must see beyond the SDK's few: the MCP SDK starts a stdio
+    server with only HOME, PATH and a handful more (mcp/client/stdio/__init__.py,
+    DEFAULT_INHERITED_ENV_VARS), so the switch to the portable calls is passed by name."""
+    value = os.environ.get(PORTABLE_ENV)
+    return {PORTABLE_ENV: value} if value else None
 
 
 def children_running(*words: str) -> list[int]:

@@ -52,7 +52,7 @@ def test_each_write_is_decided_alone_and_the_read_beside_them_runs(workspace: Wo
     assert "[1/2] write_file(path='a.md', content=<9 chars, below>)" in out
     # The diff of the existing file, and the head of the new one, before each question.
     assert "    -old\n    +new\n     same" in out
-    assert "    new file b.md, 1 lines, 4 bytes:\n    +new" in out
+    assert "    new file b.md, 1 line, 4 bytes:\n    +new" in out
     assert "  write_file? [y/n/e/a/r/?] n: keep b out of it" in out
     answers = [m["content"] for m in tool_messages(llm.requests_with_tools()[1])]
     assert '"new_sha256"' in answers[0]

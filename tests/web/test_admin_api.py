@@ -38,7 +38,7 @@ def test_a_risky_call_pauses_after_one_model_call_and_is_listed(workspace: Works
                 [call] = approval["calls"]
                 assert call["id"] == "call_1" and call["name"] == "write_file"
                 assert call["args"] == {"path": "hello.txt", "content": "hello\n"}
-                assert call["preview"] == ["new file hello.txt, 1 lines, 6 bytes:", "+hello"]
+                assert call["preview"] == ["new file hello.txt, 1 line, 6 bytes:", "+hello"]
                 assert events[-1] == ("done", {"thread": "t", "status": "pending"})
 
                 listed = await served.client.get("/api/admin/approvals", headers=ADMIN)

@@ -1,0 +1,1 @@
+"""Recorded sessions `fsagent regress` replays; installed as the fsagent_examples package."""
