@@ -46,12 +46,12 @@ if TYPE_CHECKING:
     from langchain_core.tools import BaseTool
     from langgraph.graph.state import CompiledStateGraph
 
-    from core.budget import Budget
-    from core.context import ContextKeeper
-    from core.models import ModelChoice
+    from core.approval.policy import Policy
+    from core.context.budget import Budget
+    from core.context.context import ContextKeeper
+    from core.context.models import ModelChoice
     from core.opening import ThreadParts
-    from core.policy import Policy
-    from core.tools import ToolServer
+    from core.tools.tools import ToolServer
     from store.base import Store
     from web.auth import Access
 
@@ -73,7 +73,7 @@ class Settings:
     """What the flags and FSAGENT_* variables say, checked and typed."""
 
     base_url: str = DEFAULT_BASE_URL
-    model: str | None = None  # None: the loaded chat model (core.models.discover)
+    model: str | None = None  # None: the loaded chat model (core.context.models.discover)
     roots: tuple[Path, ...] = field(default_factory=lambda: (Path.cwd(),))
     db: str = field(default_factory=lambda: str(Path.cwd() / "threads.db"))  # path or URL
     thread: str = "default"
@@ -89,9 +89,9 @@ class Settings:
 
     context_length: int | None = None  # None: what the server says
     context_flag: str = "--context-length"  # how the person gave it, for messages
-    max_tokens: int | None = None  # None: fits the budget (core.budget.default_max_tokens)
+    max_tokens: int | None = None  # None: fits the budget (core.context.budget.default_max_tokens)
     hide_reasoning: bool = False
-    text_calls: bool = True  # read tool calls a model wrote as text (core.text_calls)
+    text_calls: bool = True  # read tool calls a model wrote as text (core.context.text_calls)
 
 
 @dataclass(frozen=True)
@@ -548,7 +548,7 @@ async def chat(settings: Settings) -> int:
         # The agent's heavy imports, while the server process imports the MCP SDK.
         import display  # noqa: F401
         from core.opening import open_thread
-        from core.thread_names import name_to_open
+        from core.threads.thread_names import name_to_open
         from store import open_store
 
         # A start that fails (LM Studio down) leaves no thread file it began behind.
@@ -640,8 +640,8 @@ class Launched:
 
 @asynccontextmanager
 async def launch(settings: Settings) -> AsyncIterator[Launched]:
-    from core.policy import load_policy
-    from core.server_process import start_server, stop_server
+    from core.approval.policy import load_policy
+    from core.tools.server_process import start_server, stop_server
 
     roots = check_roots(settings.roots)
     # Rules are read once, before anything starts: a bad file stops fsagent here.
@@ -691,12 +691,12 @@ class Agent:
 async def open_agent(settings: Settings, launched: Launched, store: Store) -> AsyncIterator[Agent]:
     """Everything a run needs: the model, our MCP server's tools, and the graph on the store,
     whose write calls go through its ledger."""
-    from core.context import ContextKeeper
+    from core.approval.questions import with_ask_person
+    from core.context.context import ContextKeeper
     from core.opening import ThreadParts
-    from core.questions import with_ask_person
-    from core.tool_groups import ALLOWED_TOOLS
-    from core.tool_schemas import offered_tools
-    from core.tools import open_tool_server
+    from core.tools.tool_groups import ALLOWED_TOOLS
+    from core.tools.tool_schemas import offered_tools
+    from core.tools.tools import open_tool_server
 
     # LM Studio's answer before the server's handshake: a refusal takes a fraction of a
     # second, the server's start-up seconds.
@@ -704,7 +704,7 @@ async def open_agent(settings: Settings, launched: Launched, store: Store) -> As
     async with open_tool_server(launched.process) as server:
         # The model may always ask the person, but not in the read-only agent.
         tools = server.tools if settings.read_only else with_ask_person(server.tools)
-        # The same tools in every request of the thread (core.context says why).
+        # The same tools in every request of the thread (core.context.context says why).
         offered = offered_tools(tools, ALLOWED_TOOLS if settings.read_only else None)
         context = ContextKeeper(
             loaded.chat_model,
@@ -774,14 +774,14 @@ async def load_model(settings: Settings) -> LoadedModel:
     """The model the server has loaded, its context, and its client as a function that
     builds it at the first prompt.
 
-    The server is asked now which model it serves and with how much context (core.models);
+    The server is asked now which model it serves and with how much context (core.context.models);
     the client itself (langchain_openai imports all of the openai SDK) is imported at the
     first prompt, or on a terminal in the background while the person types. Under --replay
     the model is a cassette's and touches no network.
     """
     if settings.replay:
-        from core.cassette import ReplayChatModel, load_cassette
-        from core.models import ModelChoice
+        from core.context.cassette import ReplayChatModel, load_cassette
+        from core.context.models import ModelChoice
 
         header, steps = load_cassette(settings.replay)
         replay = ReplayChatModel(steps=steps, model_name=str(header.get("model", "replay")))
@@ -790,7 +790,12 @@ async def load_model(settings: Settings) -> LoadedModel:
         source = settings.context_flag if settings.context_length else "the cassette"
         choice = ModelChoice(replay.model_name, context, source, "replay")
         return budgeted(choice, reply_limit(settings, choice), lambda: replay)
-    from core.models import ModelChoiceError, ServerUnreachable, discover, unreachable_message
+    from core.context.models import (
+        ModelChoiceError,
+        ServerUnreachable,
+        discover,
+        unreachable_message,
+    )
 
     try:
         choice = await discover(
@@ -807,11 +812,11 @@ async def load_model(settings: Settings) -> LoadedModel:
 
     @functools.cache
     def chat_model() -> BaseChatModel:
-        from core.chat_model import make_chat_model
+        from core.context.chat_model import make_chat_model
 
         callbacks = None
         if settings.record:
-            from core.cassette import Recorder
+            from core.context.cassette import Recorder
 
             callbacks = [Recorder(settings.record, choice.name, choice.context_length)]
         return make_chat_model(settings.base_url, choice.name, callbacks, max_tokens=max_tokens)
@@ -820,7 +825,7 @@ async def load_model(settings: Settings) -> LoadedModel:
 
 
 def reply_limit(settings: Settings, choice: ModelChoice) -> int:
-    from core.budget import MAX_REPLY_TOKENS, default_max_tokens
+    from core.context.budget import MAX_REPLY_TOKENS, default_max_tokens
 
     if settings.max_tokens is not None:
         return settings.max_tokens
@@ -834,7 +839,7 @@ def budgeted(
 ) -> LoadedModel:
     """The model with its budget; a reply limit that leaves no room for a prompt is a
     start-up error."""
-    from core.budget import Budget
+    from core.context.budget import Budget
 
     budget = None
     if choice.context_length is not None:
@@ -856,7 +861,7 @@ def import_while_waiting(screen: str) -> None:
     if sys.stdin.isatty():
         # The model's client, for the first prompt: a person reads the banner and types; a
         # pipe's first line is there at once, and a `quit` would only wait for the import.
-        import_in_background("core.chat_model")
+        import_in_background("core.context.chat_model")
     if screen == "tty":
         # Line editing, the status line and Markdown. A pipe or --help never imports them.
         import_in_background("terminal.tty")
@@ -920,7 +925,7 @@ async def held_reader(
 ) -> AsyncIterator[tuple[Store, CompiledStateGraph, str]]:
     """The reader on an existing thread, held: the store, the graph and the thread's stored
     name. A name that is no thread is refused before the hold, which would register it."""
-    from core.thread_names import existing_name
+    from core.threads.thread_names import existing_name
 
     async with open_reader(settings) as (store, reader):
         name = await existing_name(store, given)
@@ -930,7 +935,7 @@ async def held_reader(
 
 async def check_resumable(store: Store, thread: str) -> None:
     """Refuse, loudly, a thread paused where this version cannot resume it."""
-    from core.threads import cannot_resume_message, view_thread
+    from core.threads.threads import cannot_resume_message, view_thread
 
     view = await view_thread(reading_graph(store), thread)
     if view is not None and view.problem:
@@ -965,7 +970,7 @@ def threads_command(args: argparse.Namespace, settings: Settings) -> int:
     require_store(settings.db, args.name)
 
     async def act(store: Store, app: CompiledStateGraph) -> int:
-        from core.thread_names import existing_name
+        from core.threads.thread_names import existing_name
 
         name = await existing_name(store, args.name)  # before a hold, which registers it
         if args.action == "show":
@@ -1094,8 +1099,8 @@ async def open_server_tools(
     settings: Settings,
 ) -> AsyncIterator[tuple[list[Path], list[BaseTool]]]:
     """Our MCP server's tools alone, without a model, and the roots it serves."""
-    from core.server_process import start_server, stop_server
-    from core.tools import open_tools
+    from core.tools.server_process import start_server, stop_server
+    from core.tools.tools import open_tools
 
     roots = check_roots(settings.roots)
     process = await start_server(roots, verbose=settings.verbose)
@@ -1218,7 +1223,7 @@ async def open_service(settings: Settings, access: Access) -> AsyncIterator[Fast
     """The HTTP app on the store, the MCP server's tools, the model and the graph, as `chat`
     wires them for the terminal; every turn it still runs is cut off when it closes."""
     async with launch(settings) as launched:
-        from core.models import server_problem
+        from core.context.models import server_problem
         from core.opening import open_thread
         from core.session import ThreadSession
         from store import open_store

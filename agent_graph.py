@@ -10,7 +10,7 @@ judge ── the server's plan of each write; rules, mode, grants decide what th
 approve ── interrupt(payload) for the rest; the decisions checked again ── Command(goto="tools")
 tools ─► agent_<route>       (writes the audit rows, then runs what was approved)
 
-Every model request goes through core.context: the same tools each time, the thread's
+Every model request goes through core.context.context: the same tools each time, the thread's
 summary in place of older turns, compacted when it would not fit.
 """
 
@@ -31,20 +31,21 @@ from langgraph.graph import END, START, StateGraph
 from langgraph.graph.state import CompiledStateGraph
 from langgraph.types import Command, interrupt
 
-from core import approval, plans, questions
-from core.approval import ToolCall
-from core.audit import rows_for
-from core.context import ContextKeeper, Sent, announce_compaction, with_route
-from core.ledger import run_write_once
-from core.messages import append_messages, content_text, last_ai_message
-from core.policy import Policy
-from core.prompts import ROUTE_NOTES
-from core.replies import mark_cut, was_cut
-from core.summary import Summary
-from core.threads import MAX_MODEL_CALLS_PER_TURN, PERSON_UPDATE
-from core.tool_groups import ASK_PERSON, ROUTES, WRITE_TOOLS
-from core.tool_schemas import offered_tools
-from core.undo_capture import capture
+from core.approval import approval, questions
+from core.approval.approval import ToolCall
+from core.approval.policy import Policy
+from core.changes import plans
+from core.changes.undo_capture import capture
+from core.context.context import ContextKeeper, Sent, announce_compaction, with_route
+from core.context.prompts import ROUTE_NOTES
+from core.context.replies import mark_cut, was_cut
+from core.context.summary import Summary
+from core.threads.audit import rows_for
+from core.threads.ledger import run_write_once
+from core.threads.messages import append_messages, content_text, last_ai_message
+from core.threads.threads import MAX_MODEL_CALLS_PER_TURN, PERSON_UPDATE
+from core.tools.tool_groups import ASK_PERSON, ROUTES, WRITE_TOOLS
+from core.tools.tool_schemas import offered_tools
 from store.base import Store
 
 # --- state ---------------------------------------------------------------------------------
@@ -57,13 +58,13 @@ class AgentState(TypedDict, total=False):
     # call id -> approval record, for the batch under review; `judge` writes what rules, mode
     # and grants decide, `approve` what the person does.
     approvals: dict[str, dict[str, Any]]
-    # call id -> the server's plan of a write call (core.plans): the paths it acts on, as the
-    # server reads them, and their state. Written by `judge`, so a resume judges the same.
+    # call id -> the server's plan of a write call (core.changes.plans): the paths it acts on,
+    # as the server reads them, and their state. Written by `judge`, so a resume judges the same.
     plans: dict[str, Any]
     # The person's "a" answers: a tool and a folder each. Written by `approve` when granted,
     # and by `person_update` when revoked; they end with the thread.
     grants: list[dict[str, str]]
-    # The thread's summary (core.context.Summary as a dict): what requests send in place of
+    # The thread's summary (core.context.context.Summary as a dict): what requests send in place of
     # the older turns. Written only when a request is compacted.
     summary: dict[str, Any]
     # The person's requests so far, counted by the router: write calls are kept for undo by

@@ -14,17 +14,17 @@ from typing import Any
 
 from langgraph.types import StateSnapshot
 
-from core import events
-from core.context import ContextKeeper
-from core.models import ModelChoice
+from core.approval.policy import Grant, Policy
+from core.approval.questions import is_question
+from core.context.context import ContextKeeper
+from core.context.models import ModelChoice
+from core.context.summary import Summary
 from core.opening import check_resumable, recover
-from core.policy import Grant, Policy
-from core.questions import is_question
 from core.session import ThreadSession
-from core.summary import Summary
 from core.text import counted, format_call, visible
-from core.thread_names import escaped
-from core.threads import INTERRUPTED, pending_approval
+from core.threads import events
+from core.threads.thread_names import escaped
+from core.threads.threads import INTERRUPTED, pending_approval
 from terminal.console import Terminal, put
 from terminal.interrupts import Interrupted
 from terminal.question import QUESTION_ANSWERS, answer_questions

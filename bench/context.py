@@ -71,11 +71,11 @@ async def load_tools(root: Path, read_only: bool) -> tuple[list[dict], list[dict
     """(what fsagent offers now, the server's full schemas)."""
     from langchain_core.utils.function_calling import convert_to_openai_tool
 
-    from core.questions import with_ask_person
-    from core.server_process import start_server, stop_server
-    from core.tool_groups import ALLOWED_TOOLS
-    from core.tool_schemas import offered_tools
-    from core.tools import open_tools
+    from core.approval.questions import with_ask_person
+    from core.tools.server_process import start_server, stop_server
+    from core.tools.tool_groups import ALLOWED_TOOLS
+    from core.tools.tool_schemas import offered_tools
+    from core.tools.tools import open_tools
 
     process = await start_server([root], read_only=read_only, verbose=False)
     try:
@@ -97,7 +97,7 @@ def prompt_tokens(tools: list[dict], system: str) -> int:
 
 
 def fixed_part_rows(root: Path) -> list[Row]:
-    from core.prompts import ROUTE_NOTES, SYSTEM_PROMPT
+    from core.context.prompts import ROUTE_NOTES, SYSTEM_PROMPT
 
     offered, full = asyncio.run(load_tools(root, read_only=False))
     read_offered, read_full = asyncio.run(load_tools(root, read_only=True))
@@ -214,7 +214,7 @@ class OldDesign:
         self.turn = 0
 
     def requests(self, ours: list[dict], kinds: list[str]) -> list[dict]:
-        from core.prompts import ROUTE_NOTES
+        from core.context.prompts import ROUTE_NOTES
 
         old = []
         route = ROUTES[0]

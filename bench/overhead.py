@@ -185,7 +185,7 @@ async def per_call_session_times(root: Path, tool: str, calls: list[dict[str, An
     """The same calls through `MultiServerMCPClient.get_tools()`: a new server per call."""
     from langchain_mcp_adapters.client import MultiServerMCPClient
 
-    from core.server_process import server_command
+    from core.tools.server_process import server_command
 
     command, args, env = server_command([root], read_only=False)
     connection = {"transport": "stdio", "command": command, "args": args, "env": env}

@@ -6,9 +6,9 @@ import sys
 
 from langgraph.errors import GraphRecursionError
 
+from core.context.models import unreachable_message
+from core.context.server_errors import one_line, server_words
 from core.errors import ContextTooSmall
-from core.models import unreachable_message
-from core.server_errors import one_line, server_words
 from core.text import clip
 
 

@@ -18,12 +18,12 @@ from typing import Any
 
 from langchain_core.tools import BaseTool
 
-from core import events
-from core.context import ContextKeeper
+from core.context.context import ContextKeeper
 from core.errors import StartupError
 from core.session import ThreadSession
-from core.thread_names import escaped, name_to_open
-from core.threads import INTERRUPTED, Graph, ThreadView, cannot_resume_message
+from core.threads import events
+from core.threads.thread_names import escaped, name_to_open
+from core.threads.threads import INTERRUPTED, Graph, ThreadView, cannot_resume_message
 from store.base import Store, UndoRun
 
 
@@ -56,7 +56,7 @@ async def open_thread(
     started_with: Mapping[str, Any] | None = None,
     other_roots: bool = False,
 ) -> ThreadSession:
-    """The session on the thread `given` names (see core.thread_names), opened with `roots`.
+    """The session on the thread `given` names (see core.threads.thread_names), opened with `roots`.
     A bad name is refused before any row exists. A thread started with other roots is
     refused unless `other_roots` says to act in these (a yes binds to where it was shown).
     `started_with` (roots, approval mode, rules file) is recorded once, at the thread's first

@@ -1,6 +1,6 @@
 """The read-only agent (`--read-only`): a model and the read tools in a loop, so nothing in
 it can change a file. Its thread is stored the same way as the approval graph's, and its
-requests are built and kept within the context the same way (core.context).
+requests are built and kept within the context the same way (core.context.context).
 
 agent ─► tools (any call) ─► agent ... ─► END (a reply without calls)
 """
@@ -18,13 +18,13 @@ from langgraph.graph import END, START, StateGraph
 from langgraph.graph.state import CompiledStateGraph
 from langgraph.prebuilt import ToolNode
 
-from core.approval import answer_invalid_call, new_id
-from core.context import ContextKeeper, announce_compaction
-from core.messages import append_messages, content_text, last_ai_message
-from core.replies import mark_cut, was_cut
-from core.summary import Summary
-from core.threads import MAX_MODEL_CALLS_PER_TURN
-from core.tool_groups import ALLOWED_TOOLS
+from core.approval.approval import answer_invalid_call, new_id
+from core.context.context import ContextKeeper, announce_compaction
+from core.context.replies import mark_cut, was_cut
+from core.context.summary import Summary
+from core.threads.messages import append_messages, content_text, last_ai_message
+from core.threads.threads import MAX_MODEL_CALLS_PER_TURN
+from core.tools.tool_groups import ALLOWED_TOOLS
 
 
 class ReadOnlyState(TypedDict, total=False):
@@ -52,7 +52,7 @@ def build_read_only_agent(
     checkpointer: BaseCheckpointSaver[Any],
     max_model_calls: int = MAX_MODEL_CALLS_PER_TURN,
 ) -> CompiledStateGraph:
-    """context must offer only read tools (core.tool_schemas.offered_tools with
+    """context must offer only read tools (core.tools.tool_schemas.offered_tools with
     ALLOWED_TOOLS); tools are the loaded ones, of which only the read tools can run."""
     run_tool = ToolNode(read_tools(tools), awrap_tool_call=text_results)
 

@@ -18,19 +18,19 @@ from langchain_core.tools import BaseTool
 from langgraph.graph.state import CompiledStateGraph
 from langgraph.types import Command
 
-from core import events
-from core.approval import CUT_CALL, describe_grant, new_id
-from core.context import COMPACTED, ContextKeeper
+from core.approval.approval import CUT_CALL, describe_grant, new_id
+from core.approval.policy import Grant
+from core.changes.plans import Plan, expect_of, plan_of
+from core.changes.preview import preview, undo_note
+from core.context.context import COMPACTED, ContextKeeper
+from core.context.replies import CUT_KEY, REASONING_KEY, cut_note
+from core.context.summary import Summary
+from core.context.text_calls import TEXT_CALL_KEY, ReplyStream
 from core.error_lines import describe_error
 from core.errors import ContextTooSmall, ReplayMismatch, first_leaf
-from core.messages import content_text
-from core.plans import Plan, expect_of, plan_of
-from core.policy import Grant
-from core.preview import preview, undo_note
-from core.replies import CUT_KEY, REASONING_KEY, cut_note
-from core.summary import Summary
-from core.text_calls import TEXT_CALL_KEY, ReplyStream
-from core.threads import (
+from core.threads import events
+from core.threads.messages import content_text
+from core.threads.threads import (
     PERSON_UPDATE,
     ThreadView,
     approval_among,
@@ -39,7 +39,7 @@ from core.threads import (
     run_config,
     view_thread,
 )
-from core.tool_groups import ASK_PERSON, WRITE_TOOLS
+from core.tools.tool_groups import ASK_PERSON, WRITE_TOOLS
 from core.undo import (
     NOTE_PREFIX,
     Outcome,
@@ -147,7 +147,7 @@ class ThreadSession:
     async def resume(self, decisions: dict[str, Any]) -> AsyncIterator[events.Event]:
         """Answer what the thread waits on and run on: an approval with the contract's
         `{"decisions": {call_id: ...}}`, a question with `{"answers": {call_id: text}}`
-        (see core.questions). Approvals are bound to their previews (`bind`)."""
+        (see core.approval.questions). Approvals are bound to their previews (`bind`)."""
         async for event in self.run(Command(resume=await self.bind(decisions))):
             yield event
 

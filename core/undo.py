@@ -1,7 +1,7 @@
 """Taking approved writes back: which writes an undo covers, the steps that reverse them,
 checked against what is there now, and running those steps as writes of their own.
 
-The steps come from each write's record (core.undo_capture) and its ledger row (the write's
+The steps come from each write's record (core.changes.undo_capture) and its ledger row (the write's
 result), newest write first:
 
     write_file, patch_file   restore the old content, or delete the file it created
@@ -28,14 +28,14 @@ from collections.abc import AsyncIterator
 from dataclasses import dataclass, field
 from typing import Any
 
-from core.approval import new_id, tool_message
-from core.audit import now
+from core.approval.approval import new_id, tool_message
+from core.changes.preview import cut, new_file_lines
+from core.changes.server_reads import ReadError, Tools, ask, file_sha, info
+from core.changes.undo_capture import Budget, fingerprint, sha256_text, shown
 from core.errors import ThreadError
-from core.ledger import run_write_once
-from core.messages import content_text
-from core.preview import cut, new_file_lines
-from core.server_reads import ReadError, Tools, ask, file_sha, info
-from core.undo_capture import Budget, fingerprint, sha256_text, shown
+from core.threads.audit import now
+from core.threads.ledger import run_write_once
+from core.threads.messages import content_text
 from store.base import AuditRow, LedgerRow, Store, UndoRecord, UndoRun
 
 EMPTY_SHA256 = sha256_text("")

@@ -74,7 +74,7 @@ class UndoRecord:
     turn: int  # the person's request it ran in, counted from 1
     tool: str
     args: Any
-    record: dict[str, Any]  # the old state, as core.undo_capture writes it
+    record: dict[str, Any]  # the old state, as core.changes.undo_capture writes it
     size: int  # bytes of old content it holds (the per-thread limit counts these)
     undone_by: str | None  # the undo that took it back; None while it stands
 

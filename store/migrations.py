@@ -105,7 +105,7 @@ MIGRATIONS: tuple[Migration, ...] = (
         5,
         "undo_records",
         (
-            # What each approved write replaced, kept before it ran (core.undo_capture), and
+            # What each approved write replaced, kept before it ran (core.changes.undo_capture), and
             # the undos that took writes back: `undone_by` names the run, so an undo never
             # applies twice and a run cut off by a crash is finished, not restarted.
             """

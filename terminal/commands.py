@@ -17,14 +17,14 @@ from typing import Any
 from langchain_core.messages import AIMessage, HumanMessage, ToolMessage
 from langgraph.graph.state import CompiledStateGraph
 
+from core.approval.questions import QUESTION_KIND
+from core.context.summary import Summary
 from core.errors import StartupError, ThreadError
-from core.messages import content_text
-from core.questions import QUESTION_KIND
 from core.session import ThreadSession
-from core.summary import Summary
 from core.text import counted, format_call, format_result, json_visible, visible
-from core.thread_names import escaped
-from core.threads import (
+from core.threads.messages import content_text
+from core.threads.thread_names import escaped
+from core.threads.threads import (
     IDLE,
     INTERRUPTED,
     ThreadView,

@@ -17,8 +17,8 @@ from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from typing import Literal
 
-from core.approval import describe_grant
-from core.policy import Grant
+from core.approval.approval import describe_grant
+from core.approval.policy import Grant
 from core.session import ThreadSession
 from terminal.console import Terminal
 from terminal.steps import StepPrinter, show_run

@@ -7,10 +7,10 @@ from __future__ import annotations
 
 from collections.abc import AsyncIterator
 
-from core import events
 from core.session import ThreadSession
 from core.text import counted, format_call, format_result
-from core.tool_groups import WRITE_TOOLS
+from core.threads import events
+from core.tools.tool_groups import WRITE_TOOLS
 from terminal.console import Terminal
 from terminal.interrupts import Interrupted
 

@@ -7,10 +7,10 @@ from __future__ import annotations
 import sys
 from collections.abc import AsyncIterator
 
-from core import events
 from core.opening import undo_notice
 from core.session import ThreadSession
 from core.text import visible
+from core.threads import events
 from core.undo import NothingToUndo, UndoError, UndoPlan
 from terminal.console import Terminal, put
 from terminal.interrupts import Interrupted

@@ -17,7 +17,7 @@ import re
 from collections.abc import Callable
 from typing import Any
 
-from core.prompts import ROUTE_QUESTION, SUMMARY_REQUEST
+from core.context.prompts import ROUTE_QUESTION, SUMMARY_REQUEST
 from fake_llm import reply, text, tool_call
 
 FILE = re.compile(r"\b[\w-]+\.md\b")

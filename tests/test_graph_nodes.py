@@ -14,11 +14,11 @@ from langchain_core.messages import AIMessage, HumanMessage, ToolMessage
 from langchain_core.tools import BaseTool
 
 from agent_graph import approve, judge, run_tools
-from core.approval import tool_schema
-from core.policy import Policy, Rule
-from core.questions import with_ask_person
-from core.server_process import start_server, stop_server
-from core.tools import open_tools
+from core.approval.approval import tool_schema
+from core.approval.policy import Policy, Rule
+from core.approval.questions import with_ask_person
+from core.tools.server_process import start_server, stop_server
+from core.tools.tools import open_tools
 from store import open_store
 
 

@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 
 from conftest import Workspace
-from core.budget import SUMMARY_PREFIX
+from core.context.budget import SUMMARY_PREFIX
 from fake_llm import FakeLLM, FakeModel, render_prompt, reply, text, tokenize, tool_call
 from local_model import LocalModel, request_kind
 

@@ -34,17 +34,17 @@ from langgraph.graph.state import CompiledStateGraph
 from starlette.exceptions import HTTPException as StarletteHTTPException
 from starlette.middleware.cors import CORSMiddleware
 
-from core.approval import tool_schema
-from core.audit import now
-from core.decisions import DecisionError, answer_value, check_form, resume_value
-from core.events import Decision
+from core.approval.approval import tool_schema
+from core.approval.decisions import DecisionError, answer_value, check_form, resume_value
+from core.approval.questions import is_question
+from core.changes.preview import whole_preview
 from core.opening import OtherRoots, recover
-from core.preview import whole_preview
-from core.questions import is_question
 from core.session import ThreadSession
 from core.text import format_call
-from core.thread_names import ThreadNameError, escaped, follows_rule, name_problem
-from core.threads import (
+from core.threads.audit import now
+from core.threads.events import Decision
+from core.threads.thread_names import ThreadNameError, escaped, follows_rule, name_problem
+from core.threads.threads import (
     WAITING,
     WAITING_ANSWER,
     ThreadView,
@@ -83,7 +83,7 @@ class Service:
     store: Store
     graph: CompiledStateGraph
     # The session on a thread, for one request: core.opening.open_thread, which checks the
-    # name (core.thread_names) and the roots, as for every other way in.
+    # name (core.threads.thread_names) and the roots, as for every other way in.
     session: Callable[[str], Awaitable[ThreadSession]]
     health: Callable[[], Awaitable[dict[str, str | None]]]  # part -> why it is down, or None
     verbose: bool = False
@@ -294,7 +294,7 @@ def create_app(service: Service, access: Access) -> FastAPI:
 
 async def opened(service: Service, name: str) -> ThreadSession:
     """The session on the thread `name` names; 400 when it is no thread name (the one rule
-    the terminal keeps too, core.thread_names)."""
+    the terminal keeps too, core.threads.thread_names)."""
     try:
         return await service.session(name)
     except ThreadNameError as error:

@@ -1,4 +1,5 @@
-"""A run's core events (core/events.py) as server-sent events: one `event:` name and one JSON
+"""A run's core events (core/threads/events.py) as server-sent events: one `event:` name and
+one JSON
 `data:` line each.
 
     route        {"route"}
@@ -13,7 +14,7 @@
     cut          {"limit"}                     the reply stopped at the reply limit (tokens, 0
                                                when unknown); any call in it was not run
     compacted    {"summarised", "covered", "kept", "tokens_before", "tokens_after",
-                  "context_length", "why"}     older messages summarised (see core.events)
+                  "context_length", "why"}     older messages summarised (see core.threads.events)
     undone       {"text", "complete"}          an undo ran; what the model was told
     approval     {"status": "pending", "thread", "route", "calls": [... each with "preview"]}
     error        {"text"}
@@ -33,9 +34,9 @@ import json
 from collections.abc import AsyncIterator
 from typing import Any, assert_never
 
-from core import events
 from core.session import ThreadSession
 from core.text import format_call
+from core.threads import events
 from web.payloads import previewed
 
 Frame = tuple[str, dict[str, Any]]

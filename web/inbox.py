@@ -14,7 +14,7 @@ import os
 from collections.abc import AsyncIterator, Awaitable, Callable
 from typing import Any
 
-from core.threads import ThreadView
+from core.threads.threads import ThreadView
 from web.events import encode
 from web.runs import KEEP_ALIVE, Runs
 

@@ -7,9 +7,9 @@ from typing import Any
 
 from langchain_core.messages import AIMessage, AnyMessage, HumanMessage, ToolMessage
 
-from core.messages import content_text
 from core.session import ThreadSession
-from core.threads import ThreadView, pending_approval
+from core.threads.messages import content_text
+from core.threads.threads import ThreadView, pending_approval
 
 
 def message_data(message: AnyMessage) -> dict[str, Any] | None:

@@ -27,7 +27,7 @@ from typing import Any
 
 from core.error_lines import describe_error
 from core.session import ThreadSession
-from core.threads import INTERRUPTED
+from core.threads.threads import INTERRUPTED
 from store.base import Store
 from store.errors import ThreadBusy
 from web.auth import Refused

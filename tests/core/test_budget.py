@@ -1,4 +1,4 @@
-"""core.budget: estimates, the budget, compaction plans, overflow wordings, think tags."""
+"""core.context.budget: estimates, the budget, compaction plans, overflow wordings, think tags."""
 
 from __future__ import annotations
 
@@ -13,7 +13,7 @@ from langchain_core.messages import (
 )
 from langchain_openai import ChatOpenAI
 
-from core.budget import (
+from core.context.budget import (
     Budget,
     CompactionPlan,
     default_max_tokens,
@@ -28,8 +28,8 @@ from core.budget import (
     summary_prompt,
     transcript,
 )
-from core.reasoning import split_reasoning
-from core.server_errors import one_line, server_words
+from core.context.reasoning import split_reasoning
+from core.context.server_errors import one_line, server_words
 from fake_llm import FakeLLM, reply
 
 # -- estimates and the budget -------------------------------------------------------------

@@ -1,4 +1,5 @@
-"""core.context, core.tool_schemas and core.replies: what a request holds, against our real
+"""core.context.context, core.tools.tool_schemas and core.context.replies: what a request
+holds, against our real
 MCP server's tools and the stand-in server's tokenizer and prompt cache."""
 
 from __future__ import annotations
@@ -10,17 +11,17 @@ from pathlib import Path
 import pytest
 from langchain_core.messages import AIMessage, BaseMessage, HumanMessage, ToolMessage
 
-from core.budget import SUMMARY_PREFIX, Budget
-from core.chat_model import make_chat_model
-from core.context import ROUTE_KEY, ContextKeeper
-from core.prompts import ROUTE_NOTES, SYSTEM_PROMPT
-from core.reasoning import ThinkSplitter
-from core.replies import REASONING_KEY, mark_cut, separate_reasoning
-from core.server_process import start_server, stop_server
-from core.summary import Summary
-from core.tool_groups import ALLOWED_TOOLS
-from core.tool_schemas import HIDDEN_PARAMETERS, NOT_OFFERED, offered_tools
-from core.tools import open_tools
+from core.context.budget import SUMMARY_PREFIX, Budget
+from core.context.chat_model import make_chat_model
+from core.context.context import ROUTE_KEY, ContextKeeper
+from core.context.prompts import ROUTE_NOTES, SYSTEM_PROMPT
+from core.context.reasoning import ThinkSplitter
+from core.context.replies import REASONING_KEY, mark_cut, separate_reasoning
+from core.context.summary import Summary
+from core.tools.server_process import start_server, stop_server
+from core.tools.tool_groups import ALLOWED_TOOLS
+from core.tools.tool_schemas import HIDDEN_PARAMETERS, NOT_OFFERED, offered_tools
+from core.tools.tools import open_tools
 from fake_llm import FakeLLM, render_prompt, tokenize
 from local_model import LocalModel, request_kind
 
@@ -63,8 +64,8 @@ REAL_PER_STAND_IN = 1774 / 1921
 
 
 def test_the_fixed_part_is_under_1200_real_tokens_with_every_tool(schemas: dict) -> None:
-    from core.questions import ask_person_tool
-    from core.tool_schemas import model_tool
+    from core.approval.questions import ask_person_tool
+    from core.tools.tool_schemas import model_tool
 
     offered, full = schemas["all"]
     read_offered, _ = schemas["read"]

@@ -7,8 +7,8 @@ from typing import Any
 
 import pytest
 
-from core.approval import record_decisions
-from core.decisions import DecisionError, resume_value
+from core.approval.approval import record_decisions
+from core.approval.decisions import DecisionError, resume_value
 
 CALLS = [
     {"id": "c1", "name": "write_file", "args": {"path": "a", "content": "x"},

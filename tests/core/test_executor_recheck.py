@@ -14,7 +14,7 @@ import asyncio
 from langgraph.types import Command
 
 from conftest import Workspace, tool_messages
-from core.threads import run_config
+from core.threads.threads import run_config
 from fake_llm import FakeLLM, reply, text, tool_call
 from serving import serving
 

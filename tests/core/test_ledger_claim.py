@@ -17,8 +17,8 @@ from pathlib import Path
 import pytest
 from langchain_core.messages import ToolMessage
 
-from core.approval import tool_message
-from core.ledger import run_write_once
+from core.approval.approval import tool_message
+from core.threads.ledger import run_write_once
 from store import open_store
 
 CALL = {"id": "call_w", "name": "write_file", "args": {"path": "log.txt", "content": "x\n"}}

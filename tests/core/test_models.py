@@ -1,4 +1,4 @@
-"""core.models.discover against the stand-in in each of its server flavours."""
+"""core.context.models.discover against the stand-in in each of its server flavours."""
 
 from __future__ import annotations
 
@@ -9,7 +9,7 @@ from collections.abc import Callable
 import httpx
 import pytest
 
-from core.models import ModelChoice, ModelChoiceError, ServerUnreachable, discover
+from core.context.models import ModelChoice, ModelChoiceError, ServerUnreachable, discover
 from fake_llm import FakeLLM, FakeModel, text
 
 EMBED = FakeModel("text-embedding-nomic-embed-text-v1.5", type="embeddings", max_context=2048)

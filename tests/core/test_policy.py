@@ -6,8 +6,8 @@ from pathlib import Path
 
 import pytest
 
+from core.approval.policy import load_policy
 from core.errors import StartupError
-from core.policy import load_policy
 
 
 def rules(root: Path, text: str):
@@ -80,7 +80,7 @@ def test_a_broken_rule_file_is_one_clear_error(tmp_path: Path, text: str, proble
 
 
 def test_the_rules_file_is_always_the_persons_to_change(tmp_path: Path):
-    from core.approval import decide_without_person
+    from core.approval.approval import decide_without_person
 
     (tmp_path / "conf").mkdir()
     policy = rules(tmp_path, '[[rule]]\ntool = "*"\npath = "**"\ndecision = "allow"\n')

@@ -15,7 +15,7 @@ from pathlib import Path
 import pytest
 
 from conftest import REPO, Workspace, tool_messages
-from core.ledger import HOLD_MARKER, TEST_HOLD_ENV
+from core.threads.ledger import HOLD_MARKER, TEST_HOLD_ENV
 from fake_llm import FakeLLM, reply, text, tool_call
 
 OLD_GRAPH = REPO / "tests" / "old_graph.py"

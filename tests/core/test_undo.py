@@ -15,7 +15,7 @@ import psycopg
 import pytest
 
 from conftest import AGENT, Workspace, agent_env, tree_snapshot
-from core.ledger import HOLD_MARKER, TEST_HOLD_ENV
+from core.threads.ledger import HOLD_MARKER, TEST_HOLD_ENV
 from fake_llm import FakeLLM, reply, text, tool_call
 
 NO_LLM = "http://127.0.0.1:9/v1"  # nothing listens: undo must not need LM Studio

@@ -2,7 +2,7 @@
 
     python tests/store/claim_worker.py LOCATION OUT COUNT WORKER
 
-For calls call_0 .. call_{COUNT-1} of one AI message it runs `core.ledger.run_write_once`,
+For calls call_0 .. call_{COUNT-1} of one AI message it runs `core.threads.ledger.run_write_once`,
 the code the graph's tools node runs for a write, whose write appends "call_N WORKER" to OUT
 (slowly, so the workers overtake each other). It prints `ready` once the store is open,
 starts at the line `go` on its input, and prints how many writes it ran itself.
@@ -18,7 +18,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
 
 from langchain_core.messages import ToolMessage  # noqa: E402
 
-from core.ledger import run_write_once  # noqa: E402
+from core.threads.ledger import run_write_once  # noqa: E402
 from store import open_store  # noqa: E402
 
 WRITE_SECONDS = 0.01

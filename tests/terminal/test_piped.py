@@ -10,7 +10,7 @@ import sys
 from pathlib import Path
 
 from conftest import REPO, Workspace, agent_env
-from core.prompts import ROUTE_QUESTION
+from core.context.prompts import ROUTE_QUESTION
 from fake_llm import FakeLLM, reply, text, tool_call
 
 OFFLINE = "http://127.0.0.1:9/v1"  # the discard port: nothing answers there

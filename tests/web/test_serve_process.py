@@ -17,7 +17,7 @@ import httpx
 import pytest
 
 from conftest import Workspace
-from core.ledger import HOLD_MARKER, TEST_HOLD_ENV
+from core.threads.ledger import HOLD_MARKER, TEST_HOLD_ENV
 from fake_llm import FakeLLM, reply, text, tool_call
 from serving import ADMIN, JSON, ServeProcess, sse_events
 

@@ -15,7 +15,7 @@ from langchain_core.tools import BaseTool
 from langchain_mcp_adapters.tools import load_mcp_tools
 from mcp import ClientSession
 
-from core.mcp_stdio import session_streams
+from core.tools.mcp_stdio import session_streams
 
 PING_SECONDS = 5.0
 
@@ -44,7 +44,7 @@ class ToolServer:
 
 @asynccontextmanager
 async def open_tool_server(process: asyncio.subprocess.Process) -> AsyncIterator[ToolServer]:
-    """Our MCP server, already started as `process` (see core.server_process), with one
+    """Our MCP server, already started as `process` (see core.tools.server_process), with one
     session kept open while the agent runs."""
     async with session_streams(process) as (read, write):
         async with ClientSession(read, write) as session:

@@ -1,7 +1,7 @@
 """A model's reply as fsagent keeps it: its reasoning set apart from its answer, and a reply
 cut off at the reply limit marked as cut, for the person and for the model.
 
-Reasoning models send their thinking as `reasoning_content` (core.chat_model keeps it in the
+Reasoning models send their thinking as `reasoning_content` (core.context.chat_model keeps it in the
 message's additional_kwargs) or inside the content as `<think>…</think>`. Either way it is
 moved to additional_kwargs["reasoning_content"]: the content is the answer only, which is
 what the router reads, what transcripts record and what later requests send back.
@@ -11,8 +11,8 @@ from __future__ import annotations
 
 from langchain_core.messages import AIMessage
 
-from core.approval import CUT_CALL
-from core.reasoning import split_reasoning
+from core.approval.approval import CUT_CALL
+from core.context.reasoning import split_reasoning
 
 # Where servers stream a reasoning model's thinking: llama.cpp and LM Studio say
 # `reasoning_content`, some servers `reasoning`. ChatOpenAI drops both.

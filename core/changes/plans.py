@@ -14,7 +14,7 @@ import json
 from pathlib import Path
 from typing import Any
 
-from core.server_reads import ReadError, ask
+from core.changes.server_reads import ReadError, ask
 
 Tools = dict[str, Any]
 Plan = list[dict[str, Any]]  # one entry per path argument, as the server's plan gives them

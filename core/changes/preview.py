@@ -12,10 +12,10 @@ from __future__ import annotations
 import json
 from typing import Any
 
-from core.plans import Plan
-from core.server_reads import ReadError, ask, info
+from core.changes.plans import Plan
+from core.changes.server_reads import ReadError, ask, info
+from core.changes.undo_capture import CAPTURES, capture, undo_lines
 from core.text import counted
-from core.undo_capture import CAPTURES, capture, undo_lines
 
 PREVIEW_LINES = 40
 NEW_FILE_HEAD = 15
@@ -28,7 +28,7 @@ Tools = dict[str, Any]
 
 async def preview(call: dict[str, Any], tools: Tools, plan: Plan | None = None) -> list[str]:
     """The lines that show what `call` would do, cut to PREVIEW_LINES with a marker. With the
-    server's plan (core.plans), what a delete, copy or move touches is said from it: paths
+    server's plan (core.changes.plans), what a delete, copy or move touches is said from it: paths
     as the server resolves them, whole counts, links named as links."""
     return cut(await whole_preview(call, tools, plan, whole=False))
 

@@ -17,8 +17,8 @@ import jsonschema
 from langchain_core.messages import AIMessage, ToolMessage
 from langchain_core.tools import BaseTool
 
-from core.policy import Grant, Places, Policy
-from core.tool_groups import WRITE_TOOLS, in_group
+from core.approval.policy import Grant, Places, Policy
+from core.tools.tool_groups import WRITE_TOOLS, in_group
 
 APPROVAL_KIND = "approval"
 # Version 2 added `respond`. A version-1 payload (a thread paused by an older release) still

@@ -29,7 +29,7 @@ import posixpath
 from functools import cache
 from typing import Any
 
-from core.server_reads import (
+from core.changes.server_reads import (
     NotReadable,
     ReadError,
     TooBig,

@@ -4,11 +4,11 @@ before it byte for byte.
 A request is, in this order:
 
 - the tools: the same schemas in every request of the thread, whatever the route
-  (core.tool_schemas); a chat template puts them before the conversation, so a changed
+  (core.tools.tool_schemas); a chat template puts them before the conversation, so a changed
   list would make the server process the whole prompt again;
 - the system prompt, with the thread's summary when it has one;
 - the history the summary does not cover, as stored: each request from the person with its
-  route's note after it (core.prompts.ROUTE_NOTES), replies without their reasoning, a tool
+  route's note after it (core.context.prompts.ROUTE_NOTES), replies without their reasoning, a tool
   result too large for the context cut with a note that says so;
 - for the router only, its question after the person's latest words.
 
@@ -16,7 +16,7 @@ Nothing in it changes once sent, so request N+1 begins with request N and the se
 prompt cache serves all but the new tokens, across route switches too.
 
 Keeping within the context: the server's count of the request that made the last reply (its
-usage) is the truth, and only the messages after that reply are estimated (core.budget).
+usage) is the truth, and only the messages after that reply are estimated (core.context.budget).
 Past the budget's mark the older turns are replaced, in what is sent, by a summary the model
 writes; the summary is stored in the thread's state and reused by every later request, after
 a restart too, until the next compaction. The stored history is never changed. A request the
@@ -41,7 +41,7 @@ from langchain_core.messages import (
 from langgraph.config import get_stream_writer
 from langgraph.constants import TAG_NOSTREAM
 
-from core.budget import (
+from core.context.budget import (
     CHARS_PER_TOKEN,
     MESSAGE_OVERHEAD,
     SUMMARY_PREFIX,
@@ -56,14 +56,14 @@ from core.budget import (
     overflow_sizes,
     plan_compaction,
 )
+from core.context.prompts import ROUTE_NOTES, ROUTE_QUESTION, SYSTEM_PROMPT
+from core.context.replies import separate_reasoning, without_reasoning
+from core.context.server_errors import server_words
+from core.context.summary import Summary, in_conversation, standalone, summary_text, trusted_replies
+from core.context.text_calls import read_text_calls
 from core.errors import ContextTooSmall
-from core.messages import content_text, messages_for_model
-from core.prompts import ROUTE_NOTES, ROUTE_QUESTION, SYSTEM_PROMPT
-from core.replies import separate_reasoning, without_reasoning
-from core.server_errors import server_words
-from core.summary import Summary, in_conversation, standalone, summary_text, trusted_replies
-from core.text_calls import read_text_calls
-from core.tool_schemas import schema_text
+from core.threads.messages import content_text, messages_for_model
+from core.tools.tool_schemas import schema_text
 
 ROUTE_KEY = "fsagent_route"  # a person's message's additional_kwargs: the route it was given
 COMPACTED = "compacted"  # the custom stream event of a compaction
@@ -105,7 +105,7 @@ class ContextKeeper:
         text_calls: bool = True,
     ) -> None:
         self.model = model
-        # Read tool calls a model wrote as text into real ones (core.text_calls).
+        # Read tool calls a model wrote as text into real ones (core.context.text_calls).
         self.text_calls = text_calls
         self.tool_names = frozenset(tool_name(schema) for schema in tools)
         self.tools = tools
@@ -320,7 +320,7 @@ class ContextKeeper:
     ) -> Summary | None:
         """A new summary standing for the older turns (and the old summary), or None when
         there is nothing older to summarise. The history is not changed. target: the
-        tokens to bring the request under (core.budget.plan_compaction's default if None;
+        tokens to bring the request under (core.context.budget.plan_compaction's default if None;
         0 summarises all it may)."""
         budget = self.budget
         if budget is None:  # the context is unknown: keep about half of what is there

@@ -3,7 +3,7 @@
 The MCP SDK's `stdio_client` can only start the server once the SDK itself is imported, and
 the server then spends about as long importing the same SDK on the other core. Starting the
 process here, before anything heavy is imported, lets both imports run side by side;
-`core.mcp_stdio` then speaks MCP over its pipes.
+`core.tools.mcp_stdio` then speaks MCP over its pipes.
 """
 
 from __future__ import annotations

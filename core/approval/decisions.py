@@ -22,7 +22,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
-from core.approval import call_problem
+from core.approval.approval import call_problem
 
 ToolCall = dict[str, Any]
 Schemas = dict[str, dict[str, Any]]

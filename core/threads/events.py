@@ -45,7 +45,7 @@ class Answer:
 class ToolCall:
     """A call the model made. `args` is None and `error` says why when its arguments were
     not JSON. `from_text` names the form when the model wrote the call as text and fsagent
-    read it (core.text_calls)."""
+    read it (core.context.text_calls)."""
 
     call_id: str
     tool: str

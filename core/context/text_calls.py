@@ -24,7 +24,7 @@ from typing import Any
 
 from langchain_core.messages import AIMessage
 
-from core.reasoning import ThinkSplitter
+from core.context.reasoning import ThinkSplitter
 
 TEXT_CALL_KEY = "fsagent_text_calls"  # additional_kwargs: the forms the calls were read from
 
@@ -199,7 +199,7 @@ def _partial_marker(text: str) -> int:
 
 class ReplyStream:
     """One reply's streamed content as the person sees it: reasoning told apart
-    (core.reasoning.ThinkSplitter), and a call written as text held back (CallHold)."""
+    (core.context.reasoning.ThinkSplitter), and a call written as text held back (CallHold)."""
 
     def __init__(self, *, plain: bool, hold_calls: bool) -> None:
         self.splitter = ThinkSplitter(plain=plain)

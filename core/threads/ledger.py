@@ -16,8 +16,8 @@ from typing import Any
 
 from langchain_core.messages import ToolMessage
 
-from core.approval import tool_message
-from core.messages import content_text
+from core.approval.approval import tool_message
+from core.threads.messages import content_text
 from store.base import LedgerRow, Store
 
 # Test hook, read only here: `started` or `done` makes every write step print HOLD_MARKER and
@@ -37,7 +37,7 @@ async def run_write_once(
 ) -> ToolMessage:
     """Run a write call unless the ledger says it ran (or may have) already. `keep` runs
     first, before the claim, only for a call that has not started: it keeps what the write
-    will replace (core.undo_capture), so the record is stored before the file changes."""
+    will replace (core.changes.undo_capture), so the record is stored before the file changes."""
     row = await store.ledger_row(thread, message_id, call["id"])
     if row is None and keep is not None:
         await keep()

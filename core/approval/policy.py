@@ -25,7 +25,7 @@ from pathlib import Path
 from typing import Any
 
 from core.errors import StartupError
-from core.tool_groups import WRITE_TOOLS
+from core.tools.tool_groups import WRITE_TOOLS
 
 POLICY_FILE = "fsagent.toml"
 DECISIONS: tuple[str, ...] = ("allow", "ask", "deny")
@@ -33,8 +33,9 @@ STRENGTH = {"allow": 0, "ask": 1, "deny": 2}
 RULE_KEYS = frozenset({"tool", "path", "decision"})
 
 Grant = dict[str, str]
-# argument -> (root, path relative to it), as the server's plan reads them (core.plans); None
-# for an argument outside every root. Without it, paths are located here (`locate`).
+# argument -> (root, path relative to it), as the server's plan reads them
+# (core.changes.plans); None for an argument outside every root. Without it, paths are
+# located here (`locate`).
 Places = dict[str, tuple[Path, str] | None]
 
 

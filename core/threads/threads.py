@@ -17,14 +17,14 @@ from langgraph.graph import END
 from langgraph.graph.state import CompiledStateGraph
 from langgraph.types import StateSnapshot
 
-from core.approval import APPROVAL_KIND, cut_off_answer, is_resumable_approval
+from core.approval.approval import APPROVAL_KIND, cut_off_answer, is_resumable_approval
+from core.approval.questions import QUESTION_KIND, is_question, is_resumable_question
 from core.errors import ThreadError
-from core.ledger import recorded_answer
-from core.messages import last_human_text, unanswered_calls
-from core.questions import QUESTION_KIND, is_question, is_resumable_question
 from core.text import format_call
-from core.thread_names import escaped
-from core.tool_groups import WRITE_TOOLS
+from core.threads.ledger import recorded_answer
+from core.threads.messages import last_human_text, unanswered_calls
+from core.threads.thread_names import escaped
+from core.tools.tool_groups import WRITE_TOOLS
 from store.base import Store
 
 IDLE = "idle"

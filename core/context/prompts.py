@@ -4,7 +4,7 @@ question, each route's note and the request for a summary.
 None of it changes from one request to the next (no date, no counter), so every request of a
 thread begins with the same text and the server's prompt cache holds. The route's question
 and notes go after the person's latest words rather than before the conversation, for the
-same reason (see core.context).
+same reason (see core.context.context).
 """
 
 SYSTEM_PROMPT = (

@@ -25,8 +25,8 @@ from typing import Any
 from langchain_core.messages import AIMessage, ToolMessage
 from langchain_core.tools import BaseTool, StructuredTool
 
-from core.approval import PERSON_SOURCES, ToolCall, call_problem, tool_message
-from core.tool_groups import ASK_PERSON
+from core.approval.approval import PERSON_SOURCES, ToolCall, call_problem, tool_message
+from core.tools.tool_groups import ASK_PERSON
 
 QUESTION_KIND = "question"
 QUESTION_VERSION = 1

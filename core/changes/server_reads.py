@@ -13,7 +13,7 @@ import re
 from dataclasses import dataclass
 from typing import Any
 
-from core.messages import content_text
+from core.threads.messages import content_text
 
 Tools = dict[str, Any]
 

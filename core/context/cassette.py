@@ -21,8 +21,8 @@ from langchain_core.messages import AIMessage, BaseMessage, HumanMessage, ToolMe
 from langchain_core.outputs import ChatGeneration, ChatResult
 from langchain_core.utils.function_calling import convert_to_openai_tool
 
+from core.context.replies import REASONING_KEY
 from core.errors import ReplayMismatch, StartupError
-from core.replies import REASONING_KEY
 
 CASSETTE_FORMAT = 1
 

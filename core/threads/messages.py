@@ -17,7 +17,7 @@ from langchain_core.messages import (
 )
 from langgraph.graph.message import add_messages
 
-from core.approval import cut_off_answer
+from core.approval.approval import cut_off_answer
 
 
 def append_messages(current: list[Any], writes: Sequence[Any]) -> list[Any]:

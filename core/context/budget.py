@@ -35,7 +35,7 @@ from langchain_core.messages import (
 )
 from langchain_core.utils.function_calling import convert_to_openai_tool
 
-from core.reasoning import split_reasoning
+from core.context.reasoning import split_reasoning
 
 CHARS_PER_TOKEN = 3
 MESSAGE_OVERHEAD = 4

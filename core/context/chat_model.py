@@ -7,7 +7,7 @@ from typing import Any
 
 from langchain_openai import ChatOpenAI
 
-from core.replies import REASONING_FIELDS, REASONING_KEY
+from core.context.replies import REASONING_FIELDS, REASONING_KEY
 
 
 class PlainJSONChatOpenAI(ChatOpenAI):

@@ -8,13 +8,13 @@ from mcp_servers.tool_names import READ_TOOL_NAMES, WRITE_TOOL_NAMES
 # The write tools (each one waits for approval) and the read tools, as our server names them.
 WRITE_TOOLS: frozenset[str] = WRITE_TOOL_NAMES
 ALLOWED_TOOLS: frozenset[str] = READ_TOOL_NAMES
-# The agent's own tool, not the server's: the model asks the person (core.questions). Every
+# The agent's own tool, not the server's: the model asks the person (core.approval.questions). Every
 # group offers it.
 ASK_PERSON = "ask_person"
 
 # Each group is an agent node (`agent_<group>`). Every request offers the model the same
 # tools, whatever the group (a changed tool list would void the server's prompt cache); a
-# group narrows what may run, by a note after the person's words (core.prompts.ROUTE_NOTES)
+# group narrows what may run, by a note after the person's words (core.context.prompts.ROUTE_NOTES)
 # and by refusing the calls outside it. None means every tool.
 # Groups only narrow; approval is decided by tool name, never by group.
 TOOL_GROUPS: dict[str, frozenset[str] | None] = {

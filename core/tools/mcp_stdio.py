@@ -1,5 +1,5 @@
 """MCP's stdio framing (one JSON-RPC message per line) over the pipes of a server process we
-started ourselves (see core.server_process), as the streams `mcp.ClientSession` expects."""
+started ourselves (see core.tools.server_process), as the streams `mcp.ClientSession` expects."""
 
 from __future__ import annotations
 
@@ -12,7 +12,7 @@ import anyio
 from mcp import types
 from mcp.shared.message import SessionMessage
 
-from core.server_process import stop_server
+from core.tools.server_process import stop_server
 
 
 @contextlib.asynccontextmanager

@@ -1,5 +1,5 @@
 """A thread's summary: what it stands for, as the thread's state stores it, and how the model
-is asked to write it (core.context decides when).
+is asked to write it (core.context.context decides when).
 
 The summary replaces the older turns in what requests send; the stored history is never
 changed. It is asked for within the conversation (the same tools and system prompt, the
@@ -22,9 +22,9 @@ from langchain_core.messages import (
     SystemMessage,
 )
 
-from core.budget import SUMMARY_PREFIX, SUMMARY_TOKENS, summary_prompt, transcript
-from core.messages import content_text, messages_for_model
-from core.prompts import SUMMARY_REQUEST
+from core.context.budget import SUMMARY_PREFIX, SUMMARY_TOKENS, summary_prompt, transcript
+from core.context.prompts import SUMMARY_REQUEST
+from core.threads.messages import content_text, messages_for_model
 
 
 @dataclass(frozen=True)
