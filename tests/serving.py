@@ -12,6 +12,7 @@ import time
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any
 
 import httpx
@@ -61,10 +62,11 @@ async def serving(
     host: str = HOST,
     allowed_hosts: tuple[str, ...] = (),
     base: str = BASE,
+    roots: tuple[Path, ...] | None = None,
 ) -> AsyncIterator[Served]:
     settings = Settings(
         base_url=base_url,
-        roots=(workspace.root,),
+        roots=roots or (workspace.root,),
         db=workspace.db,
         approve=approve,  # type: ignore[arg-type]
     )
