@@ -44,7 +44,7 @@ from mcp_servers.reading import ReadTools
 from mcp_servers.sandbox import RootError, Sandbox, SandboxError, resolve_roots
 from mcp_servers.searching import SearchTools
 from mcp_servers.stdio_transport import stdio_streams
-from mcp_servers.tool_names import READ_TOOL_NAMES, WRITE_TOOL_NAMES
+from mcp_servers.tool_names import PLAN_TOOL_NAME, READ_TOOL_NAMES, WRITE_TOOL_NAMES
 from mcp_servers.tool_runner import DEFAULT_CALL_TIMEOUT, ToolRunner
 from mcp_servers.writing import WriteTools
 
@@ -147,7 +147,8 @@ def build_server(
     runner = ToolRunner(call_timeout)
     if not read_only:
         start_sweep(roots)
-    names = sorted(READ_TOOL_NAMES) + ([] if read_only else sorted(WRITE_TOOL_NAMES))
+    writes = [] if read_only else sorted(WRITE_TOOL_NAMES | {PLAN_TOOL_NAME})
+    names = sorted(READ_TOOL_NAMES) + writes
     for name in names:
         annotations = WRITE_ANNOTATIONS.get(name, READ_ONLY)
         server.add_tool(

@@ -14,9 +14,11 @@ READ_TOOL_NAMES: frozenset[str] = frozenset(
         "search_files",
         "grep",
         "diff_files",
-        "plan",
     }
 )
+# Reads nothing a person would ask for: what a write call would touch, and its state, for
+# the agent's review. Registered only beside the write tools.
+PLAN_TOOL_NAME = "plan"
 WRITE_TOOL_NAMES: frozenset[str] = frozenset(
     {"write_file", "patch_file", "make_dir", "touch", "copy", "move", "delete"}
 )

@@ -65,7 +65,7 @@ def test_approve_into_a_closed_pipe_carries_the_decision_out_whole(workspace: Wo
     with FakeLLM([write_hello(), text("Created hello.txt.")], auto_route="filesystem") as llm:
         assert workspace.run(llm.base_url, "create hello.txt\n").returncode == 3
         approved = into_closed_pipe(
-            workspace.command(llm.base_url, "approve", "t", thread=None), workspace.root
+            workspace.command(llm.base_url, "approve", "t", "--yes", thread=None), workspace.root
         )
         assert len(llm.requests_with_tools()) == 2  # the model heard the result, once
     assert approved.returncode in (0, 141), approved.stderr

@@ -12,6 +12,7 @@ import pytest
 from mcp_session import REPO, FilesystemServer
 
 from mcp_servers.filesystem import READ_TOOL_NAMES, WRITE_TOOL_NAMES
+from mcp_servers.tool_names import PLAN_TOOL_NAME
 
 SERVER = [sys.executable, "-m", "mcp_servers.filesystem"]
 
@@ -48,7 +49,7 @@ def test_root_that_is_a_file_exits_2(tmp_path: Path) -> None:
 def test_tool_names_match_the_exported_constants(tmp_path: Path) -> None:
     with FilesystemServer([tmp_path]) as server:
         tools = {tool.name: tool for tool in server.tools()}
-    assert set(tools) == READ_TOOL_NAMES | WRITE_TOOL_NAMES
+    assert set(tools) == READ_TOOL_NAMES | WRITE_TOOL_NAMES | {PLAN_TOOL_NAME}
     for name in READ_TOOL_NAMES:
         hints = tools[name].annotations
         assert hints and hints.readOnlyHint is True and hints.destructiveHint is False
@@ -100,7 +101,7 @@ def test_a_plain_sdk_client_can_use_the_server(tmp_path: Path) -> None:
     )
     assert done.returncode == 0, done.stderr
     report = json.loads(done.stdout)
-    assert set(report["tools"]) == READ_TOOL_NAMES | WRITE_TOOL_NAMES
+    assert set(report["tools"]) == READ_TOOL_NAMES | WRITE_TOOL_NAMES | {PLAN_TOOL_NAME}
     assert report["read_file"] == {"is_error": False, "text": "hello from the sandbox\n"}
 
 

@@ -10,6 +10,8 @@ real review could be scrolled away. Bidi controls (U+202E) reorder what is shown
 from __future__ import annotations
 
 import json
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -17,6 +19,8 @@ import pytest
 from conftest import Workspace, agent_env
 from fake_llm import FakeLLM, reply, text, tool_call
 from pty_screen import PtyScreen
+
+OLD_GRAPH = Path(__file__).resolve().parent.parent / "old_graph.py"
 
 # Clear the screen, home the cursor, set the window title (OSC), draw a fake prompt, then a
 # right-to-left override and C1's own CSI (0x9b).
@@ -113,19 +117,24 @@ HOSTILE_THREAD = "t\x1b[2J\u202eeman"
 
 
 def test_a_thread_name_is_written_out_in_the_banner_threads_and_approvals(workspace: Workspace):
-    """A thread name the HTTP service would refuse can still come from the command line or
-    a shared database; every list that prints it writes it out."""
-    script = [reply(tool_calls=[tool_call("write_file", {"path": "a.txt", "content": "a\n"})])]
-    with FakeLLM(script, auto_route="filesystem") as llm:
-        paused = workspace.run(llm.base_url, "write a\n", thread=HOSTILE_THREAD)
+    """A thread name today's rule refuses (core.threads.thread_names) can still come from an
+    older version or a shared database; every list that prints it writes it out, in the
+    percent-encoded form that names it again at the shell."""
+    made = subprocess.run(
+        [sys.executable, str(OLD_GRAPH), workspace.location, HOSTILE_THREAD, "approve", "2"],
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert made.returncode == 0, made.stderr
+    with FakeLLM([], auto_route="filesystem") as llm:
         threads = workspace.run(llm.base_url, "", "threads", thread=None)
         approvals = workspace.run(llm.base_url, "", "approvals", thread=None)
         banner = workspace.run(llm.base_url, "", thread=HOSTILE_THREAD)
 
-    assert paused.returncode == 3, paused.stderr
-    shown_name = "t\\x1b[2J\\xe2\\x80\\xaeeman"
-    for result in (paused, threads, approvals, banner):
+    shown_name = "t%1B%5B2J%E2%80%AEeman"
+    for result in (threads, approvals, banner):
         assert_nothing_raw(result.stdout + result.stderr)
-        assert shown_name in result.stdout, result.stdout
+        assert shown_name in result.stdout, result.stdout + result.stderr
     assert f"Thread '{shown_name}': paused: waiting for your approval" in banner.stdout
-    assert not (workspace.root / "a.txt").exists()
+    assert not (workspace.root / "old.txt").exists()

@@ -17,7 +17,7 @@ from typing import Any
 import httpx
 
 from conftest import Workspace, tree_snapshot
-from core.threads.threads import THREAD_NAME_RULE
+from core.threads.thread_names import THREAD_NAME_RULE
 from fake_llm import FakeLLM, reply, text, tool_call
 from serving import ADMIN, JSON, TOKEN, ServeProcess, by_request, sse_events
 
