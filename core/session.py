@@ -64,7 +64,7 @@ class ThreadSession:
 
     def __init__(
         self,
-        app: CompiledStateGraph,
+        app: CompiledStateGraph[Any, Any, Any, Any],
         thread: str,
         store: Store,
         *,
@@ -391,8 +391,9 @@ class ThreadSession:
             yield events.ReplyCut(int(cut))
         from_text = message.additional_kwargs.get(TEXT_CALL_KEY)
         for call in message.tool_calls:
-            self._call_names[call["id"]] = call["name"]
-            yield events.ToolCall(call["id"], call["name"], call["args"], from_text=from_text)
+            call_id = call["id"] or ""  # langchain's id is optional; a model's call has one
+            self._call_names[call_id] = call["name"]
+            yield events.ToolCall(call_id, call["name"], call["args"], from_text=from_text)
         for invalid in message.invalid_tool_calls:
             name = invalid.get("name") or "?"
             call_id = invalid.get("id") or ""

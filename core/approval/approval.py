@@ -14,6 +14,7 @@ from collections.abc import Mapping
 from typing import Any
 
 import jsonschema
+import pydantic
 from langchain_core.messages import AIMessage, ToolMessage
 from langchain_core.tools import BaseTool
 
@@ -56,7 +57,10 @@ def tool_schema(tool: BaseTool) -> dict[str, Any]:
     schema = tool.args_schema
     if isinstance(schema, dict):
         return schema
-    return tool.get_input_schema().model_json_schema()
+    model = tool.get_input_schema()
+    # A tool built on pydantic.v1 has no model_json_schema; ours and MCP's are pydantic 2.
+    assert issubclass(model, pydantic.BaseModel), f"{tool.name}: not a pydantic 2 schema"
+    return model.model_json_schema()
 
 
 def call_problem(
@@ -193,15 +197,15 @@ def record_one(decision: Any, call: ToolCall, schemas: dict[str, dict[str, Any]]
         return rejected(f"{kind!r} is not a decision allowed for this call")
     if kind == "approve":
         granted = decision.get("grant") is True
-        record = {"type": "approve", "decision": "grant" if granted else "approve"}
+        record: Decision = {"type": "approve", "decision": "grant" if granted else "approve"}
         return record | bound_to(decision)
     if kind == "edit":
         args = decision.get("args")
         problem = call_problem({"name": call["name"], "args": args}, schemas)
         if problem:
             return rejected(f"the person's edit could not run: {problem}")
-        record = {"type": "approve", "decision": "edit", "args": args, "edited": True}
-        return record | bound_to(decision)
+        edited: Decision = {"type": "approve", "decision": "edit", "args": args, "edited": True}
+        return edited | bound_to(decision)
     if kind == "respond":
         text = decision.get("message")
         if not isinstance(text, str) or not text.strip():

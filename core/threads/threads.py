@@ -7,6 +7,7 @@ read as well as the graph's view, and such a thread is reported, loudly, as unab
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -202,7 +203,7 @@ async def waiting_views(store: Store, app: Graph) -> list[ThreadView]:
 
 
 async def closing_answer(
-    store: Store, thread: str, message_id: str, call: dict[str, Any], why: str
+    store: Store, thread: str, message_id: str, call: Mapping[str, Any], why: str
 ) -> ToolMessage:
     """The truthful answer for a call whose run ended without one: the ledger knows whether
     a write ran, may have run, or never started."""
