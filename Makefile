@@ -3,11 +3,13 @@ PYTHON ?= python3
 VENV := .venv
 PY := $(VENV)/bin/python
 STAMP := $(VENV)/.installed
+# The core, the store and the graph, strictly ([tool.mypy] in pyproject.toml).
+MYPY := $(VENV)/bin/mypy --strict core store agent_graph.py
 # The inbox page's browser test drives Debian's Chromium (Playwright's own browsers cannot be
 # downloaded here). Installed when missing; if that fails the test fails and says why.
 CHROMIUM := /usr/bin/chromium
 
-.PHONY: run test bench demo regress lint clean postgres acl
+.PHONY: run test bench demo regress lint typecheck clean postgres acl
 
 $(STAMP): pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -40,11 +42,12 @@ $(CHROMIUM):
 	  apt-get install -y -qq --no-install-recommends -o DPkg::Lock::Timeout=300 chromium \
 	  >/dev/null
 
-# The import rules first: a broken layout fails fast. Tests run on every core (-n auto).
+# The import rules and the types first: a broken layout or contract fails fast. Tests run on every core (-n auto).
 # Then the MCP server's whole suite again on its portable path (mcp_servers/platform_calls.py:
 # as on macOS, without O_PATH or preadv).
 test: $(STAMP) postgres acl $(CHROMIUM)
 	$(VENV)/bin/lint-imports
+	$(MYPY)
 	$(PY) -m pytest -q -n auto $(PYTEST_ARGS)
 	FSAGENT_PORTABLE_CALLS=1 $(PY) -m pytest -q -n auto tests/mcp_servers
 
@@ -61,6 +64,11 @@ regress: $(STAMP)
 lint: $(STAMP)
 	$(VENV)/bin/ruff check .
 	$(VENV)/bin/lint-imports
+	$(MYPY)
+
+# The contracts' home, strictly typed: any error fails `make lint` and `make test`.
+typecheck: $(STAMP)
+	$(MYPY)
 
 clean:
 	rm -rf $(VENV) .pytest_cache .ruff_cache .import_linter_cache

@@ -10,12 +10,11 @@ import sys
 from collections.abc import AsyncIterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
 
 from langgraph.types import StateSnapshot
 
 from core.approval.policy import Grant, Policy
-from core.approval.questions import is_question
+from core.approval.questions import Pause, is_question
 from core.context.context import ContextKeeper
 from core.context.models import ModelChoice
 from core.context.summary import Summary
@@ -130,7 +129,7 @@ class Conversation:
             return None
         return CTRL_C if self.term.ctrl_c.quit else PAUSED
 
-    async def settle_approvals(self, payload: dict[str, Any] | None) -> int | None:
+    async def settle_approvals(self, payload: Pause | None) -> int | None:
         """Ask about the pending approval, and any the resumed run pauses at next. The
         payload comes from the run that paused, or from the state of a thread just opened:
         loading the state again would cost a whole-history read."""

@@ -51,7 +51,7 @@ def build_read_only_agent(
     tools: list[BaseTool],
     checkpointer: BaseCheckpointSaver[Any],
     max_model_calls: int = MAX_MODEL_CALLS_PER_TURN,
-) -> CompiledStateGraph:
+) -> CompiledStateGraph[Any, Any, Any, Any]:
     """context must offer only read tools (core.tools.tool_schemas.offered_tools with
     ALLOWED_TOOLS); tools are the loaded ones, of which only the read tools can run."""
     run_tool = ToolNode(read_tools(tools), awrap_tool_call=text_results)

@@ -20,6 +20,7 @@ from langgraph.types import Command
 
 from core.approval.approval import CUT_CALL, describe_grant, new_id
 from core.approval.policy import Grant
+from core.approval.questions import Pause
 from core.changes.plans import Plan, expect_of, plan_of
 from core.changes.preview import preview, undo_note
 from core.context.context import COMPACTED, ContextKeeper
@@ -64,7 +65,7 @@ class ThreadSession:
 
     def __init__(
         self,
-        app: CompiledStateGraph,
+        app: CompiledStateGraph[Any, Any, Any, Any],
         thread: str,
         store: Store,
         *,
@@ -81,7 +82,7 @@ class ThreadSession:
         self.context = context
         self.verbose = verbose
         self.config = run_config(thread)
-        self.paused_on: dict[str, Any] | None = None  # the approval or question it stopped at
+        self.paused_on: Pause | None = None  # the approval or question it stopped at
         self._call_names: dict[str, str] = {}
         # Per node, the reply streaming now: reasoning told apart, a call written as text held.
         self._streams: dict[str, ReplyStream] = {}
@@ -95,7 +96,7 @@ class ThreadSession:
     async def view(self) -> ThreadView | None:
         return await view_thread(self.app, self.thread)
 
-    async def pending(self) -> dict[str, Any] | None:
+    async def pending(self) -> Pause | None:
         """The approval or question the thread waits on, if any: what a front-end asks
         about."""
         return pending_approval(await self.app.aget_state(self.config))
@@ -118,7 +119,8 @@ class ThreadSession:
         given = decisions.get("decisions")
         if not isinstance(given, dict):
             return decisions
-        names = {c["id"]: c["name"] for c in ((await self.pending()) or {}).get("calls", [])}
+        pending = await self.pending()
+        names = {c["id"]: c["name"] for c in (pending["calls"] if pending else [])}
         bound = {}
         for call_id, decision in given.items():
             decision = dict(decision) if isinstance(decision, dict) else decision
@@ -391,8 +393,9 @@ class ThreadSession:
             yield events.ReplyCut(int(cut))
         from_text = message.additional_kwargs.get(TEXT_CALL_KEY)
         for call in message.tool_calls:
-            self._call_names[call["id"]] = call["name"]
-            yield events.ToolCall(call["id"], call["name"], call["args"], from_text=from_text)
+            call_id = call["id"] or ""  # langchain's id is optional; a model's call has one
+            self._call_names[call_id] = call["name"]
+            yield events.ToolCall(call_id, call["name"], call["args"], from_text=from_text)
         for invalid in message.invalid_tool_calls:
             name = invalid.get("name") or "?"
             call_id = invalid.get("id") or ""

@@ -325,7 +325,7 @@ def process_alive(pid: int) -> bool:
     import psutil
 
     try:
-        return psutil.Process(pid).status() != psutil.STATUS_ZOMBIE
+        return bool(psutil.Process(pid).status() != psutil.STATUS_ZOMBIE)
     except psutil.NoSuchProcess:
         return False
     except psutil.AccessDenied:

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from core.approval.questions import QuestionPayload
 from terminal.console import Terminal
 from terminal.review import NotAnAnswer
 
@@ -59,7 +60,7 @@ async def person_answer(term: Terminal, call: dict[str, Any]) -> str | None:
         term.say("  type an answer (Ctrl-D leaves the question for later)")
 
 
-async def answer_questions(term: Terminal, payload: dict[str, Any]) -> dict[str, Any] | None:
+async def answer_questions(term: Terminal, payload: QuestionPayload) -> dict[str, Any] | None:
     """The resume value for a question payload; None leaves the thread waiting (a person
     at a terminal ended input). NotAnAnswer when a piped line is not an answer."""
     calls = payload["calls"]

@@ -15,6 +15,7 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
+from core.approval.approval import ApprovalPayload
 from core.text import clip, visible
 from terminal.console import Terminal
 
@@ -203,7 +204,7 @@ def diff_style(line: str) -> str | None:
 Preview = Callable[[dict[str, Any]], Awaitable[list[str]]]
 
 
-async def review(term: Terminal, payload: dict[str, Any], preview: Preview) -> Any:
+async def review(term: Terminal, payload: ApprovalPayload, preview: Preview) -> Any:
     """Ask about each call in turn, with what it would change; None leaves the thread paused
     (end of input). A piped line that is not an answer raises NotAnAnswer; Ctrl-C at a
     question raises Interrupted. Either way nothing is decided."""

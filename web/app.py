@@ -36,7 +36,7 @@ from starlette.middleware.cors import CORSMiddleware
 
 from core.approval.approval import tool_schema
 from core.approval.decisions import DecisionError, answer_value, check_form, resume_value
-from core.approval.questions import is_question
+from core.approval.questions import Pause, is_question
 from core.changes.preview import whole_preview
 from core.opening import OtherRoots, recover
 from core.session import ThreadSession
@@ -327,9 +327,7 @@ def check_takes_message(view: ThreadView | None) -> None:
         )
 
 
-async def pending_payload(
-    session: ThreadSession, name: str, store: Store | None = None
-) -> dict[str, Any]:
+async def pending_payload(session: ThreadSession, name: str, store: Store | None = None) -> Pause:
     """What the thread waits on (an approval or a question), from its checkpoint's
     interrupts; 404 when nothing (saying who decided the last batch, and when)."""
     view = await session.view()

@@ -34,6 +34,7 @@ import json
 from collections.abc import AsyncIterator
 from typing import Any, assert_never
 
+from core.approval.questions import Pause
 from core.session import ThreadSession
 from core.text import format_call
 from core.threads import events
@@ -51,7 +52,7 @@ def encode(frame: Frame, number: int | None = None) -> bytes:
     return f"{first}event: {kind}\ndata: {json.dumps(data, ensure_ascii=False)}\n\n".encode()
 
 
-def queued_notice(thread: str, payload: dict[str, Any]) -> str:
+def queued_notice(thread: str, payload: Pause) -> str:
     calls = ", ".join(format_call(c["name"], c["args"], 60) for c in payload["calls"])
     return (
         f"Queued for review: {calls} waits for approval. Nothing was changed yet; an admin "
@@ -123,7 +124,7 @@ def decision_frame(decision: events.Decision) -> Frame:
     }
 
 
-async def approval_data(session: ThreadSession, payload: dict[str, Any]) -> dict[str, Any]:
+async def approval_data(session: ThreadSession, payload: Pause) -> dict[str, Any]:
     return {
         "status": PENDING,
         "thread": session.thread,

@@ -11,9 +11,10 @@ from __future__ import annotations
 import json
 import uuid
 from collections.abc import Mapping
-from typing import Any
+from typing import Any, NotRequired, TypedDict, cast
 
 import jsonschema
+import pydantic
 from langchain_core.messages import AIMessage, ToolMessage
 from langchain_core.tools import BaseTool
 
@@ -56,7 +57,10 @@ def tool_schema(tool: BaseTool) -> dict[str, Any]:
     schema = tool.args_schema
     if isinstance(schema, dict):
         return schema
-    return tool.get_input_schema().model_json_schema()
+    model = tool.get_input_schema()
+    # A tool built on pydantic.v1 has no model_json_schema; ours and MCP's are pydantic 2.
+    assert issubclass(model, pydantic.BaseModel), f"{tool.name}: not a pydantic 2 schema"
+    return model.model_json_schema()
 
 
 def call_problem(
@@ -123,9 +127,55 @@ def writes_to_review(
 # --- the payload and the resume value ------------------------------------------------------
 
 
+class ApprovalCall(TypedDict):
+    """One call of an approval payload, as the person (or the HTTP API) is shown it."""
+
+    id: str
+    name: str
+    args: dict[str, Any]
+    allowed_decisions: list[str]
+    # What the policy said at pause time (version 2); a version-1 payload has none.
+    policy: NotRequired[str]
+
+
+class ApprovalPayload(TypedDict):
+    """What a thread paused for approval waits on: the interrupt's value, and its JSON form
+    (the terminal, `fsagent approvals` and `/api/admin/approvals` show exactly this)."""
+
+    kind: str  # APPROVAL_KIND
+    version: int
+    route: str
+    calls: list[ApprovalCall]
+
+
+def read_approval(value: Any) -> ApprovalPayload | None:
+    """An interrupt's value (or its JSON) as an approval payload; None if it is not one (a
+    question, another kind, a value of a foreign shape). The version is not judged here:
+    `is_resumable_approval` says whether this release can resume it."""
+    if not isinstance(value, dict) or value.get("kind") != APPROVAL_KIND:
+        return None
+    calls = value.get("calls")
+    if not isinstance(calls, list) or not all(_is_call(call) for call in calls):
+        return None
+    return cast(ApprovalPayload, value)
+
+
+def _is_call(value: Any) -> bool:
+    return (
+        isinstance(value, dict)
+        and isinstance(value.get("id"), str)
+        and isinstance(value.get("name"), str)
+    )
+
+
+def approval_json(payload: ApprovalPayload) -> dict[str, Any]:
+    """The payload's JSON form: the same keys, as a plain dict."""
+    return {**payload, "calls": [dict(call) for call in payload["calls"]]}
+
+
 def approval_payload(
     route: str, calls: list[ToolCall], said: dict[str, str] | None = None
-) -> dict[str, Any]:
+) -> ApprovalPayload:
     """`said`: what the policy said of each call at pause time, recorded so a resume that
     finds the rules changed can tell (see `recheck`)."""
     said = said or {}
@@ -193,15 +243,15 @@ def record_one(decision: Any, call: ToolCall, schemas: dict[str, dict[str, Any]]
         return rejected(f"{kind!r} is not a decision allowed for this call")
     if kind == "approve":
         granted = decision.get("grant") is True
-        record = {"type": "approve", "decision": "grant" if granted else "approve"}
+        record: Decision = {"type": "approve", "decision": "grant" if granted else "approve"}
         return record | bound_to(decision)
     if kind == "edit":
         args = decision.get("args")
         problem = call_problem({"name": call["name"], "args": args}, schemas)
         if problem:
             return rejected(f"the person's edit could not run: {problem}")
-        record = {"type": "approve", "decision": "edit", "args": args, "edited": True}
-        return record | bound_to(decision)
+        edited: Decision = {"type": "approve", "decision": "edit", "args": args, "edited": True}
+        return edited | bound_to(decision)
     if kind == "respond":
         text = decision.get("message")
         if not isinstance(text, str) or not text.strip():

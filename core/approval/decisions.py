@@ -18,14 +18,45 @@ was).
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Literal, NotRequired, TypedDict, cast
 
 from core.approval.approval import call_problem
 
-ToolCall = dict[str, Any]
+# A call of the paused batch as its payload carries it (an ApprovalCall or a QuestionCall).
+ToolCall = Mapping[str, Any]
 Schemas = dict[str, dict[str, Any]]
+
+
+class Decision(TypedDict):
+    """A reviewer's decision on one call, checked (DECISION_TYPES says which keys a type
+    takes) and marked with who made it."""
+
+    type: Literal["approve", "reject", "edit", "respond"]
+    by: str  # core.approval.approval.PERSON_SOURCES
+    grant: NotRequired[bool]  # approve: the same tool inside this folder, for the thread
+    expect: NotRequired[list[Any]]  # approve, edit: the state the preview showed
+    args: NotRequired[dict[str, Any]]  # edit: the arguments to run instead
+    message: NotRequired[str]  # reject: the reason; respond: what the model reads
+
+
+class ResumeValue(TypedDict):
+    """What resumes a thread paused for approval: one decision per call id."""
+
+    decisions: dict[str, Decision]
+
+
+class AnswerValue(TypedDict):
+    """What resumes a thread paused on a question: one answer per call id."""
+
+    answers: dict[str, str]
+    by: str
+
+
+def resume_json(value: ResumeValue | AnswerValue) -> dict[str, Any]:
+    """A resume value's JSON form (what `Command(resume=...)` and the audit carry)."""
+    return dict(value)
 
 
 class DecisionError(ValueError):
@@ -118,7 +149,9 @@ def check_shape(call_id: str, decision: Any) -> None:
         raise DecisionError(f"{call_id}: {kind} takes no {extra[0]!r}")
 
 
-def resume_value(body: Any, calls: list[ToolCall], schemas: Schemas, *, by: str) -> dict:
+def resume_value(
+    body: Any, calls: Sequence[ToolCall], schemas: Schemas, *, by: str
+) -> ResumeValue:
     """The contract's resume value for `calls` (the paused batch), every decision marked as
     made `by` this front-end; DecisionError when the body does not decide the batch exactly."""
     check_form(body)
@@ -134,7 +167,7 @@ def resume_value(body: Any, calls: list[ToolCall], schemas: Schemas, *, by: str)
     missing = [call_id for call_id in ids if call_id not in given]
     if missing:
         raise DecisionError(f"no decision for {', '.join(missing)}: decide every call of the batch")
-    decisions = {}
+    decisions: dict[str, Decision] = {}
     for call in calls:
         decision = dict(given[call["id"]])
         allowed = call.get("allowed_decisions") or []
@@ -143,11 +176,12 @@ def resume_value(body: Any, calls: list[ToolCall], schemas: Schemas, *, by: str)
                 f"{call['id']}: {call['name']} can only be {' or '.join(map(past, allowed))}"
             )
         DECISION_TYPES[decision["type"]].check(decision, call, schemas)
-        decisions[call["id"]] = {**decision, "by": by}
+        # Its type, keys and their values were checked just above (check_shape, check).
+        decisions[call["id"]] = cast(Decision, {**decision, "by": by})
     return {"decisions": decisions}
 
 
-def simple(body: dict[str, Any], call: ToolCall, by: str) -> dict[str, Any]:
+def simple(body: dict[str, Any], call: ToolCall, by: str) -> Decision:
     if body["approved"]:
         return {"type": "approve", "by": by}
     return {"type": "reject", "message": body.get("note", ""), "by": by}
@@ -157,7 +191,7 @@ def past(kind: str) -> str:
     return {"approve": "approved", "reject": "rejected", "edit": "edited"}.get(kind, kind)
 
 
-def answer_value(body: Any, calls: list[ToolCall], *, by: str) -> dict[str, Any]:
+def answer_value(body: Any, calls: Sequence[ToolCall], *, by: str) -> AnswerValue:
     """The resume value for a paused question (`ask_person`): every question answered with
     text (one of its choices, when it gives them), marked as answered `by` this front-end."""
     if not isinstance(body, dict) or set(body) != {"answers"}:
@@ -171,7 +205,7 @@ def answer_value(body: Any, calls: list[ToolCall], *, by: str) -> dict[str, Any]
         raise DecisionError(
             f"no pending question {unknown[0]!r}; the pending questions are {', '.join(ids)}"
         )
-    answers = {}
+    answers: dict[str, str] = {}
     for call in calls:
         text = given.get(call["id"])
         if not isinstance(text, str) or not text.strip():

@@ -47,7 +47,7 @@ def path_arguments(tool: str) -> tuple[str, ...]:
 # --- paths -----------------------------------------------------------------------------------
 
 
-def locate(given: str, roots: tuple[Path, ...]) -> tuple[Path, str] | None:
+def locate(given: object, roots: tuple[Path, ...]) -> tuple[Path, str] | None:
     """(root, path relative to it) of where a path argument lands; None if outside every root.
 
     Resolved like the server resolves it (relative to the first root, `~` expanded), with the
@@ -119,7 +119,7 @@ class Policy:
     source: str | None = None
 
     def located(
-        self, name: str, args: dict[str, Any], places: Places | None
+        self, name: str, args: Mapping[str, Any], places: Places | None
     ) -> tuple[Path, str] | None:
         """Where argument `name` lands: the server's reading when given, else our own."""
         if places is not None and name in places:
@@ -181,7 +181,7 @@ class Policy:
                 return grant
         return None
 
-    def inside(self, call: dict[str, Any], folder: Path, places: Places | None = None) -> bool:
+    def inside(self, call: Mapping[str, Any], folder: Path, places: Places | None = None) -> bool:
         for name in path_arguments(call["name"]):
             located = self.located(name, call["args"], places)
             if located is None:

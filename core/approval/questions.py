@@ -20,12 +20,19 @@ top on resume.
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, TypedDict, cast
 
 from langchain_core.messages import AIMessage, ToolMessage
 from langchain_core.tools import BaseTool, StructuredTool
 
-from core.approval.approval import PERSON_SOURCES, ToolCall, call_problem, tool_message
+from core.approval.approval import (
+    PERSON_SOURCES,
+    ApprovalPayload,
+    ToolCall,
+    call_problem,
+    read_approval,
+    tool_message,
+)
 from core.tools.tool_groups import ASK_PERSON
 
 QUESTION_KIND = "question"
@@ -86,7 +93,60 @@ def choices_of(call: ToolCall) -> list[str]:
     return [str(choice) for choice in choices if str(choice).strip()]
 
 
-def question_payload(route: str, calls: list[ToolCall]) -> dict[str, Any]:
+class QuestionCall(TypedDict):
+    """One ask_person call of a question payload: the call, and the question it asks."""
+
+    id: str
+    name: str
+    args: dict[str, Any]
+    question: str
+    choices: list[str]
+
+
+class QuestionPayload(TypedDict):
+    """What a thread paused on a question waits on, and its JSON form (module docstring)."""
+
+    kind: str  # QUESTION_KIND
+    version: int
+    route: str
+    calls: list[QuestionCall]
+
+
+def read_question(value: Any) -> QuestionPayload | None:
+    """An interrupt's value (or its JSON) as a question payload; None if it is not one. The
+    version is judged by `is_resumable_question`."""
+    if not is_question(value):
+        return None
+    calls = value.get("calls")
+    if not isinstance(calls, list) or not all(_is_question_call(call) for call in calls):
+        return None
+    return cast(QuestionPayload, value)
+
+
+def _is_question_call(value: Any) -> bool:
+    return (
+        isinstance(value, dict)
+        and isinstance(value.get("id"), str)
+        and isinstance(value.get("question"), str)
+        and isinstance(value.get("choices"), list)
+    )
+
+
+# What a paused thread waits on, which a person answers: an approval or a question.
+Pause = ApprovalPayload | QuestionPayload
+
+
+def read_pause(value: Any) -> Pause | None:
+    """An interrupt's value as the payload a person answers; None if it is neither kind."""
+    return read_approval(value) or read_question(value)
+
+
+def question_json(payload: QuestionPayload) -> dict[str, Any]:
+    """The payload's JSON form: the same keys, as a plain dict."""
+    return {**payload, "calls": [dict(call) for call in payload["calls"]]}
+
+
+def question_payload(route: str, calls: list[ToolCall]) -> QuestionPayload:
     return {
         "kind": QUESTION_KIND,
         "version": QUESTION_VERSION,

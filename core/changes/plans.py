@@ -11,6 +11,7 @@ server's `expect`), so a yes is bound to what the preview showed.
 from __future__ import annotations
 
 import json
+from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
@@ -21,7 +22,7 @@ Plan = list[dict[str, Any]]  # one entry per path argument, as the server's plan
 Places = dict[str, tuple[Path, str] | None]  # argument -> (root, path relative to it)
 
 
-async def plan_of(call: dict[str, Any], tools: Tools) -> Plan | None:
+async def plan_of(call: Mapping[str, Any], tools: Tools) -> Plan | None:
     """The server's plan for a write call; None when it cannot say (a path it refuses, a
     server without `plan`): the call is then judged as unknown, and asked about."""
     if "plan" not in tools:

@@ -10,6 +10,7 @@ be undone (over the undo limits, binary, a symlink) says so here too (`undo_note
 from __future__ import annotations
 
 import json
+from collections.abc import Callable
 from typing import Any
 
 from core.changes.plans import Plan
@@ -238,7 +239,7 @@ def planned_transfer(entries: Entries, args: dict[str, Any], verb: str) -> list[
     return lines
 
 
-PLANNED = {
+PLANNED: dict[str, Callable[[Entries, dict[str, Any]], list[str]]] = {
     "delete": planned_delete,
     "copy": lambda entries, args: planned_transfer(entries, args, "copies"),
     "move": lambda entries, args: planned_transfer(entries, args, "moves"),

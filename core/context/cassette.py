@@ -27,9 +27,11 @@ from core.errors import ReplayMismatch, StartupError
 CASSETTE_FORMAT = 1
 
 
-def request_essentials(messages: Sequence[BaseMessage], tool_names: Sequence[str]) -> dict:
+def request_essentials(
+    messages: Sequence[BaseMessage], tool_names: Sequence[str]
+) -> dict[str, Any]:
     """What must be the same for a recorded response to be the right answer."""
-    answered = []
+    answered: list[dict[str, Any]] = []
     for message in reversed(messages):
         if not isinstance(message, ToolMessage):
             break
@@ -40,7 +42,7 @@ def request_essentials(messages: Sequence[BaseMessage], tool_names: Sequence[str
     return {"tools": sorted(tool_names), "last_user_text": last_user_text, "answered": answered}
 
 
-def response_record(message: AIMessage) -> dict:
+def response_record(message: AIMessage) -> dict[str, Any]:
     record: dict[str, Any] = {
         "content": message.content if isinstance(message.content, str) else str(message.content),
         "tool_calls": [
@@ -68,7 +70,7 @@ def response_record(message: AIMessage) -> dict:
     return record
 
 
-def message_from_record(record: dict) -> AIMessage:
+def message_from_record(record: dict[str, Any]) -> AIMessage:
     usage = record.get("usage")
     return AIMessage(
         content=record.get("content", ""),
@@ -97,7 +99,7 @@ class Recorder(BaseCallbackHandler):
 
     def __init__(self, path: Path, model: str, context_length: int | None = None) -> None:
         self.path = path
-        self.pending: dict[Any, dict] = {}
+        self.pending: dict[Any, dict[str, Any]] = {}
         self.steps = 0
         header: dict[str, Any] = {"fsagent_cassette": CASSETTE_FORMAT, "model": model}
         if context_length:
@@ -127,7 +129,7 @@ class Recorder(BaseCallbackHandler):
 # --- replaying -------------------------------------------------------------------------------
 
 
-def load_cassette(path: Path) -> tuple[dict, list[dict]]:
+def load_cassette(path: Path) -> tuple[dict[str, Any], list[dict[str, Any]]]:
     """The header (model, context_length) and the recorded steps; a file that is not a
     cassette is a clear error."""
     try:
@@ -144,7 +146,7 @@ def load_cassette(path: Path) -> tuple[dict, list[dict]]:
     return lines[0], lines[1:]
 
 
-def describe_difference(expected: dict, actual: dict) -> str | None:
+def describe_difference(expected: dict[str, Any], actual: dict[str, Any]) -> str | None:
     for key, label in (
         ("last_user_text", "the last user text"),
         ("answered", "the tool calls answered"),
@@ -161,7 +163,7 @@ def describe_difference(expected: dict, actual: dict) -> str | None:
 class ReplayChatModel(BaseChatModel):
     """A chat model that answers from a cassette and touches no network."""
 
-    steps: list[dict]
+    steps: list[dict[str, Any]]
     model_name: str = "replay"
     position: int = 0
 

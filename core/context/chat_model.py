@@ -6,6 +6,7 @@ from __future__ import annotations
 from typing import Any
 
 from langchain_openai import ChatOpenAI
+from pydantic import SecretStr
 
 from core.context.replies import REASONING_FIELDS, REASONING_KEY
 
@@ -20,7 +21,9 @@ class PlainJSONChatOpenAI(ChatOpenAI):
     so the body on the wire is the same.
     """
 
-    def _get_request_payload(self, input_: Any, *, stop: Any = None, **kwargs: Any) -> dict:
+    def _get_request_payload(
+        self, input_: Any, *, stop: Any = None, **kwargs: Any
+    ) -> dict[str, Any]:
         payload = super()._get_request_payload(input_, stop=stop, **kwargs)
         plain = {key: payload.pop(key) for key in ("messages", "tools") if key in payload}
         # ChatOpenAI renames the reply limit to OpenAI's newer max_completion_tokens; LM
@@ -32,7 +35,10 @@ class PlainJSONChatOpenAI(ChatOpenAI):
         return payload
 
     def _convert_chunk_to_generation_chunk(
-        self, chunk: dict, default_chunk_class: type, base_generation_info: dict | None
+        self,
+        chunk: dict[str, Any],
+        default_chunk_class: type,
+        base_generation_info: dict[str, Any] | None,
     ) -> Any:
         """A streamed delta, with the reasoning text ChatOpenAI would drop kept in the
         message's additional_kwargs (merged like any other string as chunks add up)."""
@@ -59,13 +65,15 @@ def make_chat_model(
     return PlainJSONChatOpenAI(
         callbacks=callbacks,
         base_url=base_url,
-        api_key="lm-studio",  # LM Studio ignores the key, the client insists on one
+        api_key=SecretStr("lm-studio"),  # LM Studio ignores the key, the client insists on one
         model=model,
         streaming=True,
         # Neither LM Studio nor llama.cpp sends usage in a stream unless asked: the server's
         # own count of a request is what the context budget trusts.
         stream_usage=True,
-        max_tokens=max_tokens,  # a small model can loop until its context is full
+        # The field is max_tokens; its alias is the name a type checker knows it by (the
+        # request renames it back to max_tokens: see _get_request_payload).
+        max_completion_tokens=max_tokens,  # a small model can loop until its context is full
         temperature=0,
         max_retries=0,  # a local server that is down stays down; say so at once
         timeout=600,

@@ -355,10 +355,10 @@ class ContextKeeper:
             # The model's summary is longer than the turns it stands for: cut it to what
             # leaves the request smaller than before, or say only that turns were left out.
             room = before - (after - estimate_text(text)) - 1
-            text = shrunk_summary(text, room)
-            if text is None:
+            shrunk = shrunk_summary(text, room)
+            if shrunk is None:
                 return None
-            made = Summary(**{**asdict(made), "text": text})
+            made = Summary(**{**asdict(made), "text": shrunk})
             after = self.estimate(self.request(messages, made), messages, made)
             if after >= before:
                 return None

@@ -121,7 +121,7 @@ def _call(item: Any, offered: Collection[str]) -> tuple[str, dict[str, Any]] | N
     name = item.get("name")
     if not isinstance(name, str) or name not in offered:
         return None
-    args = next((item[k] for k in ("arguments", "parameters", "args") if k in item), {})
+    args: Any = next((item[k] for k in ("arguments", "parameters", "args") if k in item), {})
     if isinstance(args, str):
         try:
             args = json.loads(args)

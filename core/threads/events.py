@@ -10,6 +10,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
+from core.approval.questions import Pause
+
 
 @dataclass(frozen=True)
 class Route:
@@ -107,7 +109,7 @@ class Compacted:
 class Paused:
     """The run stopped for approval: `payload` is the approval contract's (docs/design.md)."""
 
-    payload: dict[str, Any]
+    payload: Pause
 
 
 @dataclass(frozen=True)

@@ -71,7 +71,7 @@ def outcome_unknown_text(call: Mapping[str, Any]) -> str:
     )
 
 
-def touched_paths(call: dict[str, Any]) -> str:
+def touched_paths(call: Mapping[str, Any]) -> str:
     args = call.get("args") or {}
     paths = [str(args[key]) for key in ("path", "source", "destination") if args.get(key)]
     return " and ".join(paths) or "the files it names"

@@ -3,8 +3,8 @@ of it a model request is built from."""
 
 from __future__ import annotations
 
-from collections.abc import Sequence
-from typing import Any
+from collections.abc import Mapping, Sequence
+from typing import Any, cast
 
 from langchain_core.messages import (
     AIMessage,
@@ -15,6 +15,7 @@ from langchain_core.messages import (
     RemoveMessage,
     ToolMessage,
 )
+from langchain_core.messages.tool import ToolCall
 from langgraph.graph.message import add_messages
 
 from core.approval.approval import cut_off_answer
@@ -29,12 +30,14 @@ def append_messages(current: list[Any], writes: Sequence[Any]) -> list[Any]:
     `add_messages` treats specially (a removal, a chunk, no id, a dict) goes through it.
     Every message we write carries an id already, so replaying never invents new ones.
     """
-    merged = list(current)
+    merged: list[Any] = list(current)
     index = {message.id: n for n, message in enumerate(merged)}
     for write in writes:
         batch = write if isinstance(write, list) else [write]
         if not all(_plain_message(message) for message in batch):
-            merged = add_messages(merged, write)
+            # add_messages is annotated as returning one message or a list; given a list it
+            # always returns a list.
+            merged = cast(list[Any], add_messages(merged, write))
             index = {message.id: n for n, message in enumerate(merged)}
             continue
         for message in batch:
@@ -88,7 +91,7 @@ def messages_for_model(messages: list[AnyMessage]) -> list[AnyMessage]:
     after its message, so the request never has a tool call without a result.
     """
     request: list[AnyMessage] = []
-    unanswered: list[dict[str, Any]] = []
+    unanswered: list[Mapping[str, Any]] = []
     for message in messages:
         if not isinstance(message, ToolMessage):
             request += [cut_off_answer(call, "the run was cut off") for call in unanswered]
@@ -105,7 +108,7 @@ def messages_for_model(messages: list[AnyMessage]) -> list[AnyMessage]:
 def _without_invalid_arguments(message: AIMessage) -> AIMessage:
     if not message.invalid_tool_calls:
         return message
-    repaired = [
+    repaired: list[ToolCall] = [
         {"name": call.get("name") or "unknown", "args": {}, "id": call["id"], "type": "tool_call"}
         for call in message.invalid_tool_calls
     ]
@@ -114,7 +117,7 @@ def _without_invalid_arguments(message: AIMessage) -> AIMessage:
     )
 
 
-def unanswered_calls(messages: list[AnyMessage]) -> tuple[str, list[dict[str, Any]]]:
+def unanswered_calls(messages: list[AnyMessage]) -> tuple[str, list[Mapping[str, Any]]]:
     """The calls of the last AI message that have no answer yet, if the history ends with
     that message and its answers. Older gaps stay repaired in the request view only: an
     answer appended now would come after later messages, out of place."""

@@ -7,6 +7,7 @@ read as well as the graph's view, and such a thread is reported, loudly, as unab
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -17,8 +18,19 @@ from langgraph.graph import END
 from langgraph.graph.state import CompiledStateGraph
 from langgraph.types import StateSnapshot
 
-from core.approval.approval import APPROVAL_KIND, cut_off_answer, is_resumable_approval
-from core.approval.questions import QUESTION_KIND, is_question, is_resumable_question
+from core.approval.approval import (
+    ApprovalCall,
+    cut_off_answer,
+    is_resumable_approval,
+)
+from core.approval.questions import (
+    QUESTION_KIND,
+    Pause,
+    QuestionCall,
+    is_question,
+    is_resumable_question,
+    read_pause,
+)
 from core.errors import ThreadError
 from core.text import format_call
 from core.threads.ledger import recorded_answer
@@ -31,9 +43,6 @@ IDLE = "idle"
 WAITING = "waiting for approval"
 WAITING_ANSWER = "waiting for an answer"  # to the model's ask_person question
 INTERRUPTED = "interrupted"
-
-# What a paused thread can wait on: an approval of write calls, or an answer to a question.
-PAUSE_KINDS: tuple[str, ...] = (APPROVAL_KIND, QUESTION_KIND)
 
 # The node whose name updates made between turns (revoking a grant) are recorded under. It
 # never runs; it leads to END, so an update as it schedules nothing.
@@ -67,7 +76,8 @@ class ThreadView:
     status: str
     messages: list[AnyMessage]
     last_activity: str
-    waiting: list[dict[str, Any]] = field(default_factory=list)  # the calls of the approval
+    # The calls of the approval or the question.
+    waiting: list[ApprovalCall | QuestionCall] = field(default_factory=list)
     kind: str | None = None  # what it waits on: "approval" or "question"
     steps: list[str] = field(default_factory=list)  # where the last run stopped
     problem: str | None = None  # why this version cannot resume it
@@ -90,8 +100,8 @@ async def view_thread(app: Graph, name: str) -> ThreadView | None:
     snapshot = await app.aget_state(config)
     steps = stopped_at(raw.checkpoint)
     payloads = stored_interrupts(raw.pending_writes or [])
-    pause = next((p for p in payloads if is_pause(p)), None)
-    waiting = list(pause["calls"]) if pause else []
+    pause = next((p for p in map(read_pause, payloads) if p is not None), None)
+    waiting: list[ApprovalCall | QuestionCall] = list(pause["calls"]) if pause else []
     problem = resume_problem(app, steps, payloads, snapshot)
     if payloads:
         status = WAITING_ANSWER if pause and pause["kind"] == QUESTION_KIND else WAITING
@@ -131,22 +141,17 @@ def stored_interrupts(pending_writes: list[Any]) -> list[Any]:
     return values
 
 
-def is_pause(value: Any) -> bool:
-    """An interrupt payload a person answers: an approval or a question."""
-    return isinstance(value, dict) and value.get("kind") in PAUSE_KINDS and "calls" in value
-
-
-def pending_approval(snapshot: StateSnapshot | None) -> dict[str, Any] | None:
+def pending_approval(snapshot: StateSnapshot | None) -> Pause | None:
     """The payload a thread's state waits on (an approval or a question), if any."""
     if snapshot is None:
         return None
     return approval_among(snapshot.interrupts)
 
 
-def approval_among(interrupts: Any) -> dict[str, Any] | None:
+def approval_among(interrupts: Any) -> Pause | None:
     for interrupt in interrupts:
-        if is_pause(interrupt.value):
-            payload: dict[str, Any] = interrupt.value
+        payload = read_pause(interrupt.value)
+        if payload is not None:
             return payload
     return None
 
@@ -202,7 +207,7 @@ async def waiting_views(store: Store, app: Graph) -> list[ThreadView]:
 
 
 async def closing_answer(
-    store: Store, thread: str, message_id: str, call: dict[str, Any], why: str
+    store: Store, thread: str, message_id: str, call: Mapping[str, Any], why: str
 ) -> ToolMessage:
     """The truthful answer for a call whose run ended without one: the ledger knows whether
     a write ran, may have run, or never started."""
