@@ -61,7 +61,7 @@ class ThreadSession:
     # (thread, call id) -> the state the last preview of the call showed, in this process:
     # an approval carries it to the server, which refuses the write if the file changed.
     # Shared by the sessions of a process: the HTTP service makes one per request.
-    shown: ClassVar[dict[tuple[str, str], Plan]] = {}
+    shown: ClassVar[dict[tuple[str, str, str], Plan]] = {}
 
     def __init__(
         self,
@@ -108,7 +108,7 @@ class ThreadSession:
         # never written over unseen.
         plan = await plan_of(call, self.tools)
         if plan is not None:
-            self.shown[(self.thread, str(call["id"]))] = plan
+            self.shown[(self.store.location, self.thread, str(call["id"]))] = plan
         lines = await preview(call, self.tools, plan)
         return lines + await undo_note(call, self.tools, await self.store.undo_bytes(self.thread))
 
@@ -127,7 +127,7 @@ class ThreadSession:
             if isinstance(decision, dict) and "expect" not in decision:
                 plan = None
                 if decision.get("type") == "approve":
-                    plan = self.shown.get((self.thread, call_id))
+                    plan = self.shown.get((self.store.location, self.thread, call_id))
                 elif decision.get("type") == "edit" and call_id in names:
                     edited = {"name": names[call_id], "args": decision.get("args")}
                     plan = await plan_of(edited, self.tools)
