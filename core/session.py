@@ -26,7 +26,7 @@ from core.changes.preview import preview, undo_note
 from core.context.context import COMPACTED, ContextKeeper
 from core.context.replies import CUT_KEY, REASONING_KEY, cut_note
 from core.context.summary import Summary
-from core.context.text_calls import TEXT_CALL_KEY, ReplyStream
+from core.context.text_calls import TEXT_CALL_KEY, ReplyStream, Shown
 from core.error_lines import describe_error
 from core.errors import ContextTooSmall, ReplayMismatch, first_leaf
 from core.threads import events
@@ -322,7 +322,7 @@ class ThreadSession:
             if stream is None:
                 hold = self.context.text_calls if self.context is not None else False
                 stream = self._streams[node] = ReplyStream(plain=self._plain_model, hold_calls=hold)
-            yield from _pieces(*stream.feed(chunk.content))
+            yield from _pieces(stream.feed(chunk.content))
 
     def _flush(self, node: str, update: Any = None) -> Iterator[events.Event]:
         stream = self._streams.pop(node, None)
@@ -333,7 +333,7 @@ class ThreadSession:
             isinstance(m, AIMessage) and TEXT_CALL_KEY in m.additional_kwargs
             for m in messages or []
         )
-        yield from _pieces(*stream.finish(read_as_calls=read))
+        yield from _pieces(stream.finish(read_as_calls=read))
         if stream.splitter.saw_bare_close:
             self._plain_model = False
         elif stream.splitter.saw_plain:
@@ -433,11 +433,15 @@ def _is_model_reply(message: Any, node: str) -> bool:
     return isinstance(message, AIMessageChunk) and node != "router"
 
 
-def _pieces(reasoning: str, answer: str) -> Iterator[events.Event]:
-    if reasoning:
-        yield events.Reasoning(reasoning)
-    if answer:
-        yield events.TextDelta(answer)
+def _pieces(shown: Shown) -> Iterator[events.Event]:
+    if shown.take_back:
+        yield events.Settled()
+    if shown.reasoning:
+        yield events.Reasoning(shown.reasoning)
+    if shown.answer:
+        yield events.TextDelta(shown.answer)
+    if shown.unsure:
+        yield events.Unsure(shown.unsure)
 
 
 async def _refused(line: str) -> AsyncIterator[events.Event]:

@@ -108,6 +108,13 @@ class Terminal:
         self.out.write(visible(text))
         self.out.flush()
 
+    def stream_unsure(self, text: str) -> None:
+        """Model text that may yet be reasoning. Written lines cannot be taken back, so it
+        waits here: it comes again once it is known (as reasoning or as the answer)."""
+
+    def take_back_unsure(self) -> None:
+        """The unsure text is known for what it is (nothing of it was written here)."""
+
     def stream_reasoning(self, text: str) -> None:
         """The model's thinking as it streams: on its own lines, dimmed on a terminal."""
         if not self.thinking:

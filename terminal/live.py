@@ -2,9 +2,10 @@
 spinner, what is happening, for how long, and tokens per second while the answer streams)
 under the last lines of the answer, which is rendered as Markdown as it comes.
 
-Lines of the answer that can no longer change are printed for good above the live area; the
-live area itself is transient: when the run ends it is erased, and the scrollback holds
-only what was printed, never a spinner.
+Lines of the answer that can no longer change are printed for good above the live area. Text
+that may yet turn out to be reasoning (core.context.reasoning) stays in the live area, dimmed,
+until it is known, and is then taken back. The live area itself is transient: when the run
+ends it is erased, and the scrollback holds only what was printed, never a spinner.
 """
 
 from __future__ import annotations
@@ -113,6 +114,9 @@ class LiveArea:
         self.status = Status()
         self.answer: MarkdownAnswer | None = None
         self.tail: list[list[Segment]] = []
+        self.unsure = ""  # text that may be reasoning: live only, until it is known
+        self.unsure_lines: list[list[Segment]] = []
+        self.unsure_drawn = 0  # how much of it unsure_lines show
         self.live = Live(
             console=console,
             transient=True,
@@ -123,7 +127,13 @@ class LiveArea:
         )
 
     def _renderable(self) -> RenderableType:
-        return Group(SegmentLines(self.tail, new_lines=True), self.status)
+        if self.unsure_drawn != len(self.unsure):  # also on rich's own refresh: it catches up
+            self._draw_unsure()
+        return Group(
+            SegmentLines(self.tail, new_lines=True),
+            SegmentLines(self.unsure_lines, new_lines=True),
+            self.status,
+        )
 
     def start(self, activity: str) -> None:
         self.status.start(activity)
@@ -131,6 +141,9 @@ class LiveArea:
 
     def stop(self) -> None:
         self.end_answer()
+        if self.unsure:  # cut off before it was known: what was shown stays, as it was
+            self.print(ANSWER_PREFIX + self.unsure)
+            self.drop_unsure()
         self.live.stop()
 
     def print(self, text: str) -> None:
@@ -146,6 +159,33 @@ class LiveArea:
         self.status.token()
         if self.answer.due():
             self._show(self.answer.lines(), final=False)
+
+    def add_unsure(self, text: str) -> None:
+        """More text that may be reasoning: its last lines, dimmed, under the `agent> `
+        prefix."""
+        if not self.unsure:
+            self.status.tokens = 0
+            self.status.start("answering")
+        self.unsure += text
+        self.status.token()  # rich's own refresh (12 a second) draws it
+
+    def drop_unsure(self) -> None:
+        """The unsure text is known for what it is: it comes again as reasoning or answer."""
+        self.unsure, self.unsure_lines, self.unsure_drawn = "", [], 0
+        self.live.refresh()
+
+    def _draw_unsure(self) -> None:
+        # Only the end can be on screen: render the last lines, not the whole text.
+        width = max(20, self.console.width - len(ANSWER_PREFIX))
+        unsure = self.unsure
+        tail = unsure[-LIVE_LINES * width :].split("\n")[-LIVE_LINES:]
+        options = self.console.options.update(width=width)
+        rendered = self.console.render_lines(Text("\n".join(tail), style="dim"), options)
+        self.unsure_lines = [
+            [Segment(ANSWER_PREFIX if n == 0 else " " * len(ANSWER_PREFIX)), *trim(line)]
+            for n, line in enumerate(rendered[-LIVE_LINES:])
+        ]
+        self.unsure_drawn = len(unsure)
 
     def end_answer(self) -> None:
         if self.answer is None:

@@ -31,6 +31,10 @@ class StepPrinter:
             case events.TextDelta(text):
                 term.stream(text)
                 self.streamed = True
+            case events.Unsure(text):
+                term.stream_unsure(text)
+            case events.Settled():
+                term.take_back_unsure()
             case events.Reasoning(text):
                 # Never in the transcript: it is neither the answer nor something that ran.
                 if self.show_reasoning:

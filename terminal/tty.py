@@ -53,6 +53,17 @@ class TtyTerminal(Terminal):
         # Made visible before rich renders the Markdown: rich passes an ESC through.
         self.live.add_answer(visible(text))
 
+    def stream_unsure(self, text: str) -> None:
+        """Model text that may yet be reasoning, shown dimmed in the live area for now (so a
+        first reply streams at once), and taken back when it is known."""
+        if not self.working_depth:
+            return
+        self.end_reasoning()
+        self.live.add_unsure(visible(text))
+
+    def take_back_unsure(self) -> None:
+        self.live.drop_unsure()
+
     def stream_reasoning(self, text: str) -> None:
         """The model's thinking, dimmed above the live area, a whole line at a time."""
         if not self.working_depth:

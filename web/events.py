@@ -74,6 +74,10 @@ async def run_frames(
                 yield "text", {"text": text}
             case events.Reasoning(text):
                 yield "reasoning", {"text": text}
+            case events.Unsure(text):
+                yield "unsure", {"text": text}
+            case events.Settled():
+                yield "settled", {}
             case events.Answer(text):
                 if not streamed:  # our own messages (the step limit) do not stream
                     yield "text", {"text": text}

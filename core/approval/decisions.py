@@ -149,9 +149,7 @@ def check_shape(call_id: str, decision: Any) -> None:
         raise DecisionError(f"{call_id}: {kind} takes no {extra[0]!r}")
 
 
-def resume_value(
-    body: Any, calls: Sequence[ToolCall], schemas: Schemas, *, by: str
-) -> ResumeValue:
+def resume_value(body: Any, calls: Sequence[ToolCall], schemas: Schemas, *, by: str) -> ResumeValue:
     """The contract's resume value for `calls` (the paused batch), every decision marked as
     made `by` this front-end; DecisionError when the body does not decide the batch exactly."""
     check_form(body)

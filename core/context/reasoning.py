@@ -11,9 +11,10 @@ Reasoning arrives in the content in three shapes:
 - `<think>` never closed: the reply limit cut the thinking short (all of it is reasoning).
 
 Tags may be split across streamed pieces. A reply that does not open with `<think>` could
-still be reasoning until `</think>` comes, so its text is held back until the tag comes or
-the reply ends; once a reply of the thread came with no tag at all (`plain`), later replies
-are shown as they stream.
+still be reasoning until `</think>` comes, so its text is held back as reasoning or answer
+until the tag comes or the reply ends. Meanwhile `take_unsure` gives it out as it arrives,
+for a screen that can show it for now and take it back (terminal.live). Once a reply of the
+thread came with no tag at all (`plain`), later replies are the answer as they stream.
 """
 
 from __future__ import annotations
@@ -37,11 +38,29 @@ class ThinkSplitter:
         self.plain = plain
         self.saw_bare_close = False
         self.saw_answer = False
+        self.unsure_given = 0  # of the text held while undecided, how much take_unsure gave out
 
     @property
     def saw_plain(self) -> bool:
         """The reply had an answer and no think tag at all."""
         return self.saw_answer and not self.saw_bare_close and self.state == "answering"
+
+    @property
+    def undecided(self) -> bool:
+        """Text is being held that is reasoning if a bare `</think>` comes, else the answer."""
+        return self.state == "undecided"
+
+    def take_unsure(self) -> str:
+        """The held undecided text that came since the last call: to show for now, never as
+        what it is. Once it is decided, `feed` or `flush` give all of it again as reasoning
+        or answer."""
+        if self.state != "undecided":
+            self.unsure_given = 0
+            return ""
+        end = len(self.held) - _partial_suffix(self.held, CLOSE)
+        fresh = self.held[self.unsure_given : end]
+        self.unsure_given = max(self.unsure_given, end)
+        return fresh
 
     def feed(self, text: str) -> tuple[str, str]:
         """(reasoning, answer) of this piece, as far as can be told yet."""

@@ -20,7 +20,7 @@ import json
 import re
 import uuid
 from collections.abc import Collection
-from typing import Any
+from typing import Any, NamedTuple
 
 from langchain_core.messages import AIMessage
 
@@ -197,6 +197,17 @@ def _partial_marker(text: str) -> int:
     )
 
 
+class Shown(NamedTuple):
+    """What to show of a reply as it streams, in this order: the unsure text shown so far
+    taken back (`take_back`), then reasoning, then answer, then new `unsure` text: text that
+    is reasoning if a bare `</think>` follows and the answer otherwise, to show for now."""
+
+    reasoning: str = ""
+    answer: str = ""
+    unsure: str = ""
+    take_back: bool = False
+
+
 class ReplyStream:
     """One reply's streamed content as the person sees it: reasoning told apart
     (core.context.reasoning.ThinkSplitter), and a call written as text held back (CallHold)."""
@@ -204,20 +215,38 @@ class ReplyStream:
     def __init__(self, *, plain: bool, hold_calls: bool) -> None:
         self.splitter = ThinkSplitter(plain=plain)
         self.hold = CallHold() if hold_calls else None
+        # Unsure text is held back like answer text: a call written as text never shows.
+        self.unsure_hold = CallHold() if hold_calls else None
+        self.showing_unsure = False
 
-    def feed(self, text: str) -> tuple[str, str]:
-        """(reasoning, answer) to show of this piece."""
+    def feed(self, text: str) -> Shown:
+        """What to show of this piece."""
         thought, answer = self.splitter.feed(text)
         if self.hold is not None and answer:
             answer = self.hold.feed(answer)
-        return thought, answer
+        return Shown(thought, answer, self._unsure(), self._decided())
 
-    def finish(self, *, read_as_calls: bool) -> tuple[str, str]:
+    def finish(self, *, read_as_calls: bool) -> Shown:
         """What is left to show once the reply is whole; nothing of the text a call was read
         from."""
         thought, answer = self.splitter.flush()
+        take_back = self._decided()
         if self.hold is None:
-            return thought, answer
+            return Shown(thought, answer, take_back=take_back)
         shown = self.hold.feed(answer) if answer else ""
         rest = self.hold.release()
-        return thought, shown + ("" if read_as_calls else rest)
+        return Shown(thought, shown + ("" if read_as_calls else rest), take_back=take_back)
+
+    def _unsure(self) -> str:
+        fresh = self.splitter.take_unsure()
+        if fresh and self.unsure_hold is not None:
+            fresh = self.unsure_hold.feed(fresh)
+        self.showing_unsure = self.showing_unsure or bool(fresh)
+        return fresh
+
+    def _decided(self) -> bool:
+        """Whether unsure text was shown and is now known for what it is."""
+        if self.showing_unsure and not self.splitter.undecided:
+            self.showing_unsure = False
+            return True
+        return False

@@ -36,6 +36,21 @@ class Reasoning:
 
 
 @dataclass(frozen=True)
+class Unsure:
+    """A piece of a reply that is reasoning if a bare `</think>` follows, and the answer
+    otherwise: the first reply of a model that has not yet shown which it writes
+    (core.context.reasoning). A screen may show it for now; `Settled` takes it back."""
+
+    text: str
+
+
+@dataclass(frozen=True)
+class Settled:
+    """The `Unsure` text shown so far is known for what it is: take it back. The same text
+    comes again, as Reasoning or TextDelta."""
+
+
+@dataclass(frozen=True)
 class Answer:
     """A finished model message's text (streamed already as TextDelta, unless it is one of
     ours, such as the step limit's)."""
@@ -141,6 +156,8 @@ class Failed:
 Event = (
     Route
     | TextDelta
+    | Unsure
+    | Settled
     | Reasoning
     | Answer
     | ToolCall

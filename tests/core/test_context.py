@@ -18,6 +18,7 @@ from core.context.prompts import ROUTE_NOTES, SYSTEM_PROMPT
 from core.context.reasoning import ThinkSplitter
 from core.context.replies import REASONING_KEY, mark_cut, separate_reasoning
 from core.context.summary import Summary
+from core.context.text_calls import ReplyStream, Shown
 from core.tools.server_process import start_server, stop_server
 from core.tools.tool_groups import ALLOWED_TOOLS
 from core.tools.tool_schemas import HIDDEN_PARAMETERS, NOT_OFFERED, offered_tools
@@ -117,6 +118,39 @@ def test_think_tags_are_told_apart_however_the_stream_cuts_them() -> None:
     assert split_stream(["<thi", "nk>cut off while thinki", "ng"]) == ("cut off while thinking", "")
     assert split_stream(["Plain ", "<b>text</b>"]) == ("", "Plain <b>text</b>")
     assert split_stream(["<", "p>"]) == ("", "<p>")
+
+
+def shown_stream(pieces: list[str], *, hold_calls: bool = True) -> list[Shown]:
+    stream = ReplyStream(plain=False, hold_calls=hold_calls)
+    return [stream.feed(piece) for piece in pieces] + [stream.finish(read_as_calls=False)]
+
+
+def test_a_first_reply_with_no_think_tag_streams_as_unsure_and_is_taken_back_as_what_it_was():
+    # The answer: shown for now as it comes, then taken back once, and given whole.
+    answer = shown_stream(["Hello", " there", ", friend."])
+    assert [s.unsure for s in answer] == ["Hello", " there", ", friend.", ""]
+    assert [s.take_back for s in answer] == [False, False, False, True]
+    assert "".join(s.answer for s in answer) == "Hello there, friend."
+    # Reasoning with a bare </think>: taken back when the tag comes, split across pieces.
+    thought = shown_stream(["I should ", "greet them.</th", "ink>Hello ", "there."])
+    assert "".join(s.unsure for s in thought) == "I should greet them."
+    assert [s.take_back for s in thought] == [False, False, True, False, False]
+    assert "".join(s.reasoning for s in thought) == "I should greet them."
+    assert "".join(s.answer for s in thought) == "Hello there."
+
+
+def test_unsure_text_never_shows_a_call_written_as_text():
+    call = '<tool_call>{"name": "write_file", "arguments": {"path": "a"}}</tool_call>'
+    held = shown_stream([call[:12], call[12:]])
+    assert all(s.unsure == "" and not s.take_back for s in held)
+    # Without the hold (--no-text-calls) it is only text, shown for now like any other.
+    assert shown_stream([call], hold_calls=False)[0].unsure == call
+
+
+def test_a_model_known_to_be_plain_streams_its_answer_as_the_answer():
+    stream = ReplyStream(plain=True, hold_calls=True)
+    assert stream.feed("Hello") == Shown(answer="Hello")
+    assert stream.finish(read_as_calls=False) == Shown()
 
 
 def test_a_reply_keeps_its_reasoning_apart_and_a_cut_reply_runs_no_call() -> None:

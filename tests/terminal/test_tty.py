@@ -106,11 +106,6 @@ def test_enter_alone_at_an_approval_rejects_and_the_model_is_told(workspace: Wor
     assert "rejected" in answer["content"].lower() and "not" in answer["content"].lower()
 
 
-@pytest.mark.xfail(
-    reason="known regression: the one reasoning splitter holds a first reply with no <think> "
-    "until it ends (a bare </think> may still come), so nothing streams; open in issue 22",
-    strict=False,
-)
 def test_ctrl_c_while_the_model_streams_returns_to_the_prompt_and_a_second_quits(
     workspace: Workspace,
 ):
@@ -316,11 +311,6 @@ def test_piped_slash_commands(workspace: Workspace):
 # -- a sign of life, and answers to read -----------------------------------------------------
 
 
-@pytest.mark.xfail(
-    reason="known regression: the one reasoning splitter holds a first reply with no <think> "
-    "until it ends (a bare </think> may still come), so nothing streams; open in issue 22",
-    strict=False,
-)
 def test_the_status_line_shows_while_the_model_works_and_leaves_no_trace(
     workspace: Workspace,
 ):
@@ -348,6 +338,30 @@ def test_the_status_line_shows_while_the_model_works_and_leaves_no_trace(
     final = screen.screen_text()
     for trace in ("thinking ·", "routing ·", "answering ·", "tok/s"):
         assert trace not in final, final
+
+
+def test_a_first_reply_streams_at_once_and_a_bare_close_think_takes_it_back_as_reasoning(
+    workspace: Workspace,
+):
+    # A DeepSeek-R1 distill's template opens the think block in the prompt, so the reply
+    # holds only `</think>`. Until it comes, the text could be either: it streams dimmed
+    # under `agent> `, and once the tag comes it is the reasoning, never the answer.
+    script = [reply("I should greet them back warmly.</think>Hello there.", delay=0.4)]
+    with FakeLLM(script, auto_route="general") as llm:
+        screen = at_a_terminal(workspace, llm)
+        at = screen.wait_for("you>")
+        screen.enter("hi")
+        at = screen.wait_for("agent> I should", at)  # on screen before the reply ends
+        assert "Hello there." not in screen.visible()
+        at = screen.wait_for("agent> Hello there.", at)
+        screen.wait_for("you>", at)
+        screen.enter("/quit")
+        code = screen.close()
+
+    assert code == 0
+    final = screen.screen_text()
+    assert "thinking> I should greet them back warmly." in final
+    assert "agent> I should" not in final and "</think>" not in final
 
 
 MARKDOWN = "Two steps:\n\n- **read** the file\n- `patch` it\n\n```\nprint('hi')\n```\n"

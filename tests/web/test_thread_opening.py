@@ -91,6 +91,33 @@ def test_a_cut_reply_and_reasoning_arrive_over_sse(workspace: Workspace):
     asyncio.run(scenario())
 
 
+def test_an_unsure_first_reply_arrives_over_sse_and_is_settled_as_what_it_was(
+    workspace: Workspace,
+):
+    # A DeepSeek-R1 distill's reply holds only `</think>` (the template opened the block):
+    # until the tag comes it could be the answer, so it is sent as `unsure`, then `settled`.
+    script = [text("general"), text("I should greet them.</think>Hello there.")]
+
+    async def scenario() -> None:
+        with FakeLLM(script) as llm:
+            async with serving(workspace, llm.base_url) as served:
+                events = await served.say("t", "hi")
+
+        names = kinds(events)
+        unsure = "".join(data["text"] for kind, data in events if kind == "unsure")
+        # As much as came before the piece holding the tag.
+        assert unsure and "I should greet them.".startswith(unsure)
+        assert names.count("settled") == 1
+        assert names.index("unsure") < names.index("settled") < names.index("reasoning")
+        thought = "".join(data["text"] for kind, data in events if kind == "reasoning")
+        assert thought == "I should greet them."
+        streamed = "".join(data["text"] for kind, data in events if kind == "text")
+        assert streamed == "Hello there."
+        assert [data["text"] for kind, data in events if kind == "answer"] == ["Hello there."]
+
+    asyncio.run(scenario())
+
+
 def test_a_spaced_thread_name_is_decided_over_http_and_printed_escaped(workspace: Workspace):
     paused_by_an_older_version(workspace, "my notes")
 
