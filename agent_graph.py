@@ -32,7 +32,7 @@ from langgraph.graph.state import CompiledStateGraph
 from langgraph.types import Command, interrupt
 
 from core.approval import approval, questions
-from core.approval.approval import ToolCall
+from core.approval.approval import ApprovalRecord, ToolCall
 from core.approval.policy import Policy
 from core.changes import plans
 from core.changes.undo_capture import capture
@@ -57,7 +57,7 @@ class AgentState(TypedDict, total=False):
     model_calls: int
     # call id -> approval record, for the batch under review; `judge` writes what rules, mode
     # and grants decide, `approve` what the person does.
-    approvals: dict[str, dict[str, Any]]
+    approvals: dict[str, ApprovalRecord]
     # call id -> the server's plan of a write call (core.changes.plans): the paths it acts on,
     # as the server reads them, and their state. Written by `judge`, so a resume judges the same.
     plans: dict[str, Any]
@@ -208,13 +208,11 @@ def build_graph(
 
 def decide_now(
     call: ToolCall, plan: Any, grants: list[Any], *, policy: Policy, mode: str
-) -> dict[str, Any] | None:
+) -> ApprovalRecord | None:
     """What the rules, the mode and the grants decide for a call, on the paths of its plan
     (the server's reading of them); None when a person must decide."""
     places = plans.places_of(plan)
-    return approval.decide_without_person(
-        call, policy, mode, grants, places, plans.disguised(plan)
-    )
+    return approval.decide_without_person(call, policy, mode, grants, places, plans.disguised(plan))
 
 
 async def judge(
@@ -347,7 +345,7 @@ async def run_tools(
 
 async def run_call(
     call: ToolCall,
-    approvals: dict[str, Any],
+    approvals: dict[str, ApprovalRecord],
     message_id: str,
     thread: str,
     turn: int,
@@ -396,21 +394,23 @@ def _step_limit_message(limit: int) -> AIMessage:
     )
 
 
-def _call_args(call: ToolCall, approvals: dict[str, Any]) -> Any:
+def _call_args(call: ToolCall, approvals: dict[str, ApprovalRecord]) -> Any:
     """The arguments a call runs with: the person's, when they edited a write."""
-    if call["name"] not in WRITE_TOOLS:
+    record = approvals.get(call["id"])
+    if call["name"] not in WRITE_TOOLS or record is None or "args" not in record:
         return call["args"]
-    return (approvals.get(call["id"]) or {}).get("args", call["args"])
+    return record["args"]
 
 
 async def _run_call(
-    call: ToolCall, approvals: dict[str, Any], tools_by_name: dict[str, BaseTool]
+    call: ToolCall, approvals: dict[str, ApprovalRecord], tools_by_name: dict[str, BaseTool]
 ) -> Any:
-    record = approvals.get(call["id"]) or {}
+    record = approvals.get(call["id"])
     args = _call_args(call, approvals)
     # An approved write carries what its preview showed; the server refuses it, changing
     # nothing, if that is no longer what is there.
-    sent = {**args, "expect": record["expect"]} if record.get("expect") else args
+    expect = record.get("expect") if record is not None else None
+    sent = {**args, "expect": expect} if expect else args
     try:
         result = await tools_by_name[call["name"]].ainvoke(
             {"type": "tool_call", "name": call["name"], "args": sent, "id": call["id"]}
@@ -418,6 +418,6 @@ async def _run_call(
         text, failed = content_text(result.content), result.status == "error"
     except Exception as error:  # a broken pipe to the server must not lose the whole turn
         text, failed = f"Error: {call['name']} failed: {error}", True
-    if record.get("edited"):
+    if record is not None and record.get("edited"):
         text = approval.edited_preamble(call, args) + text
     return approval.tool_message(call["id"], text, error=failed)

@@ -10,7 +10,7 @@ SIGTERM) raises CancelledError out of the iteration; the front-end then calls
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator, Iterator
+from collections.abc import AsyncIterator, Iterator, Mapping
 from typing import Any, ClassVar
 
 from langchain_core.messages import AIMessage, AIMessageChunk, HumanMessage, ToolMessage
@@ -18,7 +18,7 @@ from langchain_core.tools import BaseTool
 from langgraph.graph.state import CompiledStateGraph
 from langgraph.types import Command
 
-from core.approval.approval import CUT_CALL, describe_grant, new_id
+from core.approval.approval import CUT_CALL, ApprovalRecord, describe_grant, new_id
 from core.approval.policy import Grant
 from core.approval.questions import Pause
 from core.changes.plans import Plan, expect_of, plan_of
@@ -412,7 +412,7 @@ class ThreadSession:
         )
 
 
-def automatic_decisions(approvals: dict[str, Any]) -> Iterator[events.Decision]:
+def automatic_decisions(approvals: Mapping[str, ApprovalRecord]) -> Iterator[events.Decision]:
     """Decisions a rule, the mode or a grant made: reported, so nothing passes unseen."""
     for call_id, record in approvals.items():
         if record.get("by") not in ("rule", "mode", "grant"):

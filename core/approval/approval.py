@@ -11,7 +11,7 @@ from __future__ import annotations
 import json
 import uuid
 from collections.abc import Mapping
-from typing import Any, NotRequired, TypedDict, cast
+from typing import Any, Literal, NotRequired, Required, TypedDict, cast
 
 import jsonschema
 import pydantic
@@ -37,7 +37,25 @@ PERSON_SOURCES: tuple[str, ...] = ("person", "piped", "admin")
 # A call as the model made it: langchain's ToolCall (or InvalidToolCall) TypedDict, or the
 # plain dict a payload carries; read, never changed, here.
 ToolCall = Mapping[str, Any]
-Decision = dict[str, Any]
+
+
+class ApprovalRecord(TypedDict, total=False):
+    """What was decided for one call, kept in the thread's state (`approvals`, by call id)
+    from the decision until the tools step has answered the call. Written here and by
+    core.approval.questions; read by the tools step, the audit log and the events."""
+
+    # approve runs the call (with `args` when edited); reject and unanswered answer it with
+    # `message`; respond and answer give the model the person's `message` as its result.
+    type: Required[Literal["approve", "reject", "respond", "answer", "unanswered"]]
+    decision: Required[str]  # as given: approve, edit, grant, reject, respond, answer...
+    tool: str
+    by: str  # person, piped, admin, or rule, mode, grant
+    reason: str  # a rule's, the mode's or a grant's words
+    message: str
+    args: dict[str, Any]  # an edit's arguments
+    edited: bool
+    expect: list[Any]  # the state the preview showed, which the server checks
+    recheck: bool  # made stricter on resume by the rules in force then
 
 
 def allowed_decisions(tool_name: str) -> list[str]:
@@ -209,7 +227,7 @@ def is_resumable_approval(value: Any) -> bool:
 
 def record_decisions(
     answer: Any, calls: list[ToolCall], schemas: dict[str, dict[str, Any]]
-) -> dict[str, Decision]:
+) -> dict[str, ApprovalRecord]:
     """Turn a resume value into one approval record per call, failing closed.
 
     Records have `type` "approve" (with `args` when the person edited them), "reject" (with
@@ -220,7 +238,7 @@ def record_decisions(
     """
     given = answer.get("decisions") if isinstance(answer, dict) else None
     given = given if isinstance(given, dict) else {}
-    records = {}
+    records: dict[str, ApprovalRecord] = {}
     for call in calls:
         decision = given.get(call["id"])
         record = record_one(decision, call, schemas)
@@ -235,7 +253,7 @@ def decided_by(decision: Any) -> str:
     return by if by in PERSON_SOURCES else "person"
 
 
-def record_one(decision: Any, call: ToolCall, schemas: dict[str, dict[str, Any]]) -> Decision:
+def record_one(decision: Any, call: ToolCall, schemas: dict[str, dict[str, Any]]) -> ApprovalRecord:
     if not isinstance(decision, dict):
         return rejected("no decision was given, so it was not run")
     kind = decision.get("type")
@@ -243,15 +261,20 @@ def record_one(decision: Any, call: ToolCall, schemas: dict[str, dict[str, Any]]
         return rejected(f"{kind!r} is not a decision allowed for this call")
     if kind == "approve":
         granted = decision.get("grant") is True
-        record: Decision = {"type": "approve", "decision": "grant" if granted else "approve"}
-        return record | bound_to(decision)
+        record: ApprovalRecord = {"type": "approve", "decision": "grant" if granted else "approve"}
+        return bound_to(record, decision)
     if kind == "edit":
         args = decision.get("args")
         problem = call_problem({"name": call["name"], "args": args}, schemas)
-        if problem:
+        if problem or not isinstance(args, dict):
             return rejected(f"the person's edit could not run: {problem}")
-        edited: Decision = {"type": "approve", "decision": "edit", "args": args, "edited": True}
-        return edited | bound_to(decision)
+        edited: ApprovalRecord = {
+            "type": "approve",
+            "decision": "edit",
+            "args": args,
+            "edited": True,
+        }
+        return bound_to(edited, decision)
     if kind == "respond":
         text = decision.get("message")
         if not isinstance(text, str) or not text.strip():
@@ -261,14 +284,17 @@ def record_one(decision: Any, call: ToolCall, schemas: dict[str, dict[str, Any]]
     return rejected(str(message) if message else "")
 
 
-def bound_to(decision: dict[str, Any]) -> Decision:
-    """The state the person's preview showed (`expect`, a plan's paths), which the server
-    checks before the write acts; nothing when no preview was shown."""
+def bound_to(record: ApprovalRecord, decision: dict[str, Any]) -> ApprovalRecord:
+    """The record bound to the state the person's preview showed (`expect`, a plan's
+    paths), which the server checks before the write acts; unbound when no preview was
+    shown."""
     expect = decision.get("expect")
-    return {"expect": expect} if isinstance(expect, list) else {}
+    if isinstance(expect, list):
+        record["expect"] = expect
+    return record
 
 
-def rejected(message: str) -> Decision:
+def rejected(message: str) -> ApprovalRecord:
     return {"type": "reject", "decision": "reject", "message": message}
 
 
@@ -282,7 +308,7 @@ def decide_without_person(
     grants: list[Grant],
     places: Places | None = None,
     disguised: str | None = None,
-) -> Decision | None:
+) -> ApprovalRecord | None:
     """The record for a call that rules, the --approve mode or a grant decide; None if the
     person must. Precedence: a deny rule, then --approve no, then a call on the rules file
     (always the person's), then an allow rule, then --approve yes, then a grant; everything
@@ -310,21 +336,29 @@ def decide_without_person(
     return None
 
 
-def auto(call: ToolCall, kind: str, by: str, reason: str) -> Decision:
-    record = {"type": kind, "decision": kind, "tool": call["name"], "by": by, "reason": reason}
+def auto(
+    call: ToolCall, kind: Literal["approve", "reject"], by: str, reason: str
+) -> ApprovalRecord:
+    record: ApprovalRecord = {
+        "type": kind,
+        "decision": kind,
+        "tool": call["name"],
+        "by": by,
+        "reason": reason,
+    }
     if kind == "reject":
         record["message"] = reason
     return record
 
 
-def policy_said(record: Decision | None) -> str:
+def policy_said(record: ApprovalRecord | None) -> str:
     """What the policy said of a call, in the words the payload records."""
     if record is None:
         return "ask"
     return f"{record['decision']}: {record.get('reason', '')}"
 
 
-def recheck(recorded: Decision, now: Decision | None) -> Decision | None:
+def recheck(recorded: ApprovalRecord, now: ApprovalRecord | None) -> ApprovalRecord | None:
     """A decision made at pause time, judged again at resume with the rules, mode and
     grants in force now. They may only make it stricter: a deny rule or --approve no now
     rejects an approve; an approve the rules, mode or a grant made, which they would no
@@ -333,7 +367,7 @@ def recheck(recorded: Decision, now: Decision | None) -> Decision | None:
     if not is_approved(recorded):
         return recorded  # a reject or respond is final
     if now is not None and now.get("type") == "reject":
-        return {**now, "recheck": True}  # stricter now: a deny rule, or --approve no
+        return now | {"recheck": True}  # stricter now: a deny rule, or --approve no
     if recorded.get("by") in ("rule", "mode", "grant") and not is_approved(now):
         return None  # it was approved without the person; the rules no longer say so
     return recorded

@@ -28,6 +28,7 @@ from langchain_core.tools import BaseTool, StructuredTool
 from core.approval.approval import (
     PERSON_SOURCES,
     ApprovalPayload,
+    ApprovalRecord,
     ToolCall,
     call_problem,
     read_approval,
@@ -176,14 +177,14 @@ def is_resumable_question(value: Any) -> bool:
     )
 
 
-def record_answers(value: Any, calls: list[ToolCall]) -> dict[str, dict[str, Any]]:
+def record_answers(value: Any, calls: list[ToolCall]) -> dict[str, ApprovalRecord]:
     """One record per question from a resume value; anything but a non-blank text is "no
     one could answer". Records carry what the audit needs, like approval records."""
     given = value.get("answers") if isinstance(value, dict) else None
     given = given if isinstance(given, dict) else {}
     by = value.get("by") if isinstance(value, dict) else None
     by = by if by in PERSON_SOURCES else "person"
-    records = {}
+    records: dict[str, ApprovalRecord] = {}
     for call in calls:
         text = given.get(call["id"])
         if isinstance(text, str) and text.strip():
@@ -194,11 +195,11 @@ def record_answers(value: Any, calls: list[ToolCall]) -> dict[str, dict[str, Any
     return records
 
 
-def answered(text: str, by: str) -> dict[str, Any]:
+def answered(text: str, by: str) -> ApprovalRecord:
     return {"type": "answer", "decision": "answer", "message": text, "tool": ASK_PERSON, "by": by}
 
 
-def unanswered(reason: str, by: str) -> dict[str, Any]:
+def unanswered(reason: str, by: str) -> ApprovalRecord:
     return {
         "type": "unanswered",
         "decision": "unanswered",
@@ -209,14 +210,14 @@ def unanswered(reason: str, by: str) -> dict[str, Any]:
     }
 
 
-def unanswered_by_mode(calls: list[ToolCall]) -> dict[str, dict[str, Any]]:
+def unanswered_by_mode(calls: list[ToolCall]) -> dict[str, ApprovalRecord]:
     """With --approve no nobody is there to ask."""
     reason = "fsagent runs with --approve no: no one is asked"
     return {call["id"]: unanswered(reason, "mode") for call in calls}
 
 
-def answer_message(call: ToolCall, record: Any) -> ToolMessage:
+def answer_message(call: ToolCall, record: ApprovalRecord | None) -> ToolMessage:
     """What the model reads as the result of its ask_person call."""
-    if isinstance(record, dict) and record.get("type") == "answer":
+    if record is not None and record["type"] == "answer":
         return tool_message(call["id"], f"The person answered: {record.get('message', '')}")
     return tool_message(call["id"], NO_ONE_CAN_ANSWER)

@@ -10,8 +10,10 @@ across turns.
 from __future__ import annotations
 
 import time
+from collections.abc import Mapping
 from typing import Any
 
+from core.approval.approval import ApprovalRecord
 from store.base import AuditRow
 
 
@@ -19,7 +21,7 @@ def now() -> str:
     return time.strftime("%Y-%m-%dT%H:%M:%S%z")
 
 
-def rows_for(thread: str, message: Any, approvals: dict[str, Any]) -> list[AuditRow]:
+def rows_for(thread: str, message: Any, approvals: Mapping[str, ApprovalRecord]) -> list[AuditRow]:
     """One row per decided write call of this model message, with the arguments that ran."""
     rows = []
     for call in message.tool_calls:
