@@ -1147,6 +1147,30 @@ def main(argv: Sequence[str] | None = None) -> None:
     parser.add_argument("--flavour", choices=FLAVOURS, default="openai")
     parser.add_argument("--context", type=int, default=None, help="context length in tokens")
     parser.add_argument("--slots", type=int, default=1, help="prompt-cache slots")
+    # The real servers' quirks, as the tests use them (see docs/model-servers.md).
+    parser.add_argument(
+        "--lmstudio-wording",
+        choices=LMSTUDIO_WORDINGS,
+        default=None,
+        help="LM Studio's words for an overflow (with --flavour lmstudio)",
+    )
+    parser.add_argument(
+        "--no-stream-errors",
+        action="store_true",
+        help="LM Studio 0.3.x: an overflow is a 400 before any stream, not a 200 stream "
+        "holding `event: error` (0.4.2x)",
+    )
+    parser.add_argument(
+        "--reasoning-key",
+        default="reasoning_content",
+        help="the delta field reasoning streams in (LM Studio and llama.cpp: "
+        "reasoning_content; Ollama: reasoning)",
+    )
+    parser.add_argument(
+        "--no-props",
+        action="store_true",
+        help="llama.cpp without GET /props (a proxy in front, such as llama-swap, or an old build)",
+    )
     args = parser.parse_args(argv)
 
     script = json.loads(Path(args.script).read_text(encoding="utf-8"))
@@ -1159,6 +1183,10 @@ def main(argv: Sequence[str] | None = None) -> None:
         flavour=args.flavour,
         context=args.context,
         slots=args.slots,
+        reasoning_key=args.reasoning_key,
+        props=not args.no_props,
+        lmstudio_wording=args.lmstudio_wording,
+        stream_errors=not args.no_stream_errors,
     )
     server = fake.bind()
     print(f"ready {fake.base_url}", flush=True)

@@ -658,6 +658,45 @@ def test_runs_as_its_own_process_with_a_flavour_and_a_context(tmp_path: Path) ->
     assert status == 200 and refused == 400
 
 
+def test_runs_as_its_own_process_with_lm_studios_wordings(tmp_path: Path) -> None:
+    # The switches a person uses to try fsagent against LM Studio's overflow answers by hand:
+    # 0.3.x's 400 with a plain-string error (opencode and dyad users quote "Trying to keep the
+    # first 14538 tokens when context the overflows"), not 0.4.2x's 200 stream.
+    script_file = tmp_path / "script.json"
+    script_file.write_text(json.dumps([{"content": "hi"}]))
+    proc = subprocess.Popen(
+        [
+            sys.executable,
+            str(FAKE_LLM_SCRIPT),
+            "--script",
+            str(script_file),
+            "--flavour",
+            "lmstudio",
+            "--context",
+            "64",
+            "--lmstudio-wording",
+            "keep-first",
+            "--no-stream-errors",
+        ],
+        stdout=subprocess.PIPE,
+        text=True,
+    )
+    try:
+        assert proc.stdout is not None
+        base_url = proc.stdout.readline().split()[1]
+        body = {"model": "fake-model", "stream": True}
+        status, answer = post(
+            base_url, body | {"messages": [{"role": "user", "content": "x " * 100}]}
+        )
+    finally:
+        proc.kill()
+        proc.wait(timeout=5)
+    assert status == 400
+    assert isinstance(answer["error"], str)
+    assert answer["error"].startswith("Trying to keep the first ")
+    assert "when context the overflows" in answer["error"]
+
+
 def test_parse_model_spec() -> None:
     assert parse_model("m") == FakeModel("m")
     assert parse_model("m:vlm:not-loaded:4096") == FakeModel(
