@@ -129,7 +129,11 @@ def load_fanotify() -> ctypes.CDLL:
 def skip_for(what: str, code: int) -> None:
     # EPERM: no CAP_SYS_ADMIN (a container); ENOSYS/EINVAL: a kernel without permission
     # events; ENODEV/EXDEV/EOPNOTSUPP: a filesystem fanotify cannot mark.
-    pytest.skip(f"{what} failed ({errno.errorcode.get(code, code)}: {os.strerror(code)})")
+    pytest.skip(
+        f"{what} failed ({errno.errorcode.get(code, code)}: {os.strerror(code)}); holding an "
+        "open needs fanotify permission events: CAP_SYS_ADMIN and a kernel built with "
+        "CONFIG_FANOTIFY_ACCESS_PERMISSIONS"
+    )
 
 
 @pytest.fixture
@@ -187,7 +191,7 @@ def test_abandoned_calls_keep_their_slots_and_new_calls_are_answered_busy(root: 
         )
         assert is_error and text.startswith("busy: list_directory was not started"), text
         assert f"all {MAX_RUNNING} tool slots" in text
-        assert f"{MAX_RUNNING} of them past their budget" in text
+        assert f"{MAX_RUNNING} of them timed out or cancelled, still stopping" in text
         assert raw.ask("ping")["result"] == {}  # the server itself still answers
         # Once the opens go through, the stopped calls return and free their slots.
         held.release()
@@ -196,3 +200,28 @@ def test_abandoned_calls_keep_their_slots_and_new_calls_are_answered_busy(root: 
             raw.ask("tools/call", {"name": "list_directory", "arguments": {"path": "."}})
         )
         assert not is_error and "held.txt" in listed and "free.txt" in listed
+
+
+def test_cancelled_calls_still_blocked_keep_their_slots_too(root: Path) -> None:
+    # The budget (30 s by default) does not run out here: the client cancels. The MCP SDK
+    # answers a cancelled request itself, with "Request cancelled" (mcp/shared/session.py,
+    # RequestResponder.cancel), while the work goes on until its open returns.
+    with RawServer([root]) as raw, HeldOpens(root / "held.txt") as held:
+        blocked = [raw.call("read_file", path="held.txt") for _ in range(MAX_RUNNING)]
+        held.wait_for(MAX_RUNNING)
+        for request_id in blocked:
+            raw.cancel(request_id)
+        answers = {}
+        while len(answers) < MAX_RUNNING:
+            answer = raw.next_answer()
+            answers[answer["id"]] = answer
+        assert sorted(answers) == blocked
+        assert all(answer["error"]["message"] == "Request cancelled" for answer in answers.values())
+        assert len(held.held) == MAX_RUNNING
+        text, is_error = tool_text(
+            raw.ask("tools/call", {"name": "read_file", "arguments": {"path": "free.txt"}})
+        )
+        assert is_error and text.startswith("busy: read_file was not started"), text
+        assert f"{MAX_RUNNING} of them timed out or cancelled, still stopping" in text
+        held.release()
+        assert read_when_slots_free(raw, "free.txt") == ("free\n", False)
