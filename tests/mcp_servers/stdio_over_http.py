@@ -117,8 +117,15 @@ class Handler(BaseHTTPRequestHandler):
         if not self.local():
             self.reply(403, error_body(-32000, "Forbidden: not a localhost Host or Origin"))
             return
-        body = json.loads(self.rfile.read(int(self.headers.get("Content-Length") or 0)))
+        try:
+            body = json.loads(self.rfile.read(int(self.headers.get("Content-Length") or 0)))
+        except ValueError as error:
+            self.reply(400, error_body(-32700, f"Parse error: {error}"))
+            return
         messages = body if isinstance(body, list) else [body]
+        if not all(isinstance(message, dict) for message in messages):
+            self.reply(400, error_body(-32600, "Invalid Request: not a JSON-RPC message"))
+            return
         session_id = self.headers.get("Mcp-Session-Id")
         if any(message.get("method") == "initialize" for message in messages):
             session_id = uuid.uuid4().hex
