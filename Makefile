@@ -9,7 +9,7 @@ MYPY := $(VENV)/bin/mypy --strict core store agent_graph.py
 # downloaded here). Installed when missing; if that fails the test fails and says why.
 CHROMIUM := /usr/bin/chromium
 
-.PHONY: run test bench demo regress lint typecheck clean postgres acl
+.PHONY: run test bench demo regress lint typecheck clean postgres acl conformance
 
 $(STAMP): pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -65,6 +65,17 @@ lint: $(STAMP)
 	$(VENV)/bin/ruff check .
 	$(VENV)/bin/lint-imports
 	$(MYPY)
+
+# The official MCP conformance suite's whole active suite on the filesystem server, against
+# tests/mcp_servers/conformance-baseline.yml (docs/filesystem-server.md, "Conformance"). It needs
+# Node 22, installed with the suite by npm outside the repo; the test suite runs the scenarios
+# that apply to any server once this has installed them.
+CONFORMANCE_DIR ?= $(HOME)/.cache/fsagent-conformance
+conformance: $(STAMP)
+	@test -x $(CONFORMANCE_DIR)/node_modules/.bin/conformance || \
+	  npm install --silent --no-audit --no-fund --prefix $(CONFORMANCE_DIR) \
+	  node@22 @modelcontextprotocol/conformance@0.1.16
+	FSAGENT_CONFORMANCE_DIR=$(CONFORMANCE_DIR) $(PY) tests/mcp_servers/run_conformance.py
 
 # The contracts' home, strictly typed: any error fails `make lint` and `make test`.
 typecheck: $(STAMP)

@@ -66,7 +66,7 @@ class ToolRunner:
         return run_off_the_loop
 
     def busy(self, name: str) -> ToolError:
-        stopping = f"; {self.abandoned} of them past their budget, still stopping"
+        stopping = f"; {self.abandoned} of them timed out or cancelled, still stopping"
         return ToolError(
             f"busy: {name} was not started: all {self.max_running} tool slots are taken by "
             f"earlier calls{stopping if self.abandoned else ''}; try again in a few seconds"
