@@ -138,7 +138,7 @@ class Conversation:
             question = payload["kind"] == QUESTION_KIND
             asking: Awaitable[AnswerValue | ResumeValue | None] = (
                 answer_questions(self.term, payload)
-                if payload["kind"] == QUESTION_KIND
+                if payload["kind"] == QUESTION_KIND  # checked again: this narrows the payload
                 else review(self.term, payload, self.session.preview)
             )
             try:
