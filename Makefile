@@ -3,8 +3,8 @@ PYTHON ?= python3
 VENV := .venv
 PY := $(VENV)/bin/python
 STAMP := $(VENV)/.installed
-# The core, the store and the graph, strictly ([tool.mypy] in pyproject.toml).
-MYPY := $(VENV)/bin/mypy --strict core store agent_graph.py
+# The core, the store, the graph and the front-ends, strictly ([tool.mypy] in pyproject.toml).
+MYPY := $(VENV)/bin/mypy --strict core store agent_graph.py display.py agent.py web terminal
 # The inbox page's browser test drives Debian's Chromium (Playwright's own browsers cannot be
 # downloaded here). Installed when missing; if that fails the test fails and says why.
 CHROMIUM := /usr/bin/chromium

@@ -44,13 +44,14 @@ if TYPE_CHECKING:
     from fastapi import FastAPI
     from langchain_core.language_models.chat_models import BaseChatModel
     from langchain_core.tools import BaseTool
-    from langgraph.graph.state import CompiledStateGraph
 
+    from core.approval.decisions import AnswerValue, ResumeValue
     from core.approval.policy import Policy
     from core.context.budget import Budget
     from core.context.context import ContextKeeper
     from core.context.models import ModelChoice
     from core.opening import ThreadParts
+    from core.threads.threads import Graph
     from core.tools.tools import ToolServer
     from store.base import Store
     from web.auth import Access
@@ -487,8 +488,8 @@ def main(argv: list[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
     try:
         settings = settings_from_args(args)
-    except StartupError as error:
-        complain(error)
+    except StartupError as refused:
+        complain(refused)
         return 2
     try:
         return int(args.run(args, settings))
@@ -678,7 +679,7 @@ class LoadedModel:
 
 @dataclass
 class Agent:
-    app: CompiledStateGraph
+    app: Graph
     tools: list[BaseTool]
     policy: Policy
     server: ToolServer
@@ -902,7 +903,7 @@ class NoModel:
         raise RuntimeError("this graph only reads threads; it has no model")
 
 
-def reading_graph(store: Store) -> CompiledStateGraph:
+def reading_graph(store: Store) -> Graph:
     """The graph's shape without LM Studio or the MCP server, for commands that read or
     reset threads: the state's channels rebuild messages from stored deltas, and its node
     names tell which paused steps this version can resume."""
@@ -912,7 +913,7 @@ def reading_graph(store: Store) -> CompiledStateGraph:
 
 
 @asynccontextmanager
-async def open_reader(settings: Settings) -> AsyncIterator[tuple[Store, CompiledStateGraph]]:
+async def open_reader(settings: Settings) -> AsyncIterator[tuple[Store, Graph]]:
     from store import open_store
 
     async with open_store(settings.db) as store:
@@ -920,9 +921,7 @@ async def open_reader(settings: Settings) -> AsyncIterator[tuple[Store, Compiled
 
 
 @asynccontextmanager
-async def held_reader(
-    settings: Settings, given: str
-) -> AsyncIterator[tuple[Store, CompiledStateGraph, str]]:
+async def held_reader(settings: Settings, given: str) -> AsyncIterator[tuple[Store, Graph, str]]:
     """The reader on an existing thread, held: the store, the graph and the thread's stored
     name. A name that is no thread is refused before the hold, which would register it."""
     from core.threads.thread_names import existing_name
@@ -969,7 +968,7 @@ def threads_command(args: argparse.Namespace, settings: Settings) -> int:
         return 1
     require_store(settings.db, args.name)
 
-    async def act(store: Store, app: CompiledStateGraph) -> int:
+    async def act(store: Store, app: Graph) -> int:
         from core.threads.thread_names import existing_name
 
         name = await existing_name(store, args.name)  # before a hold, which registers it
@@ -993,7 +992,7 @@ def approvals_command(args: argparse.Namespace, settings: Settings) -> int:
     return asyncio.run(in_reader(settings, commands.list_approvals))
 
 
-async def in_reader(settings: Settings, act: Callable[[Store, CompiledStateGraph], Any]) -> int:
+async def in_reader(settings: Settings, act: Callable[[Store, Graph], Any]) -> int:
     async with open_reader(settings) as (store, app):
         return int(await act(store, app))
 
@@ -1021,6 +1020,8 @@ async def decide(args: argparse.Namespace, settings: Settings, *, approve: bool)
         calls = view.waiting
         reason = getattr(args, "reason", "")
         answer = getattr(args, "answer", None)
+        approvals: ResumeValue | None = None  # the decisions, when it waits for approval
+        decisions: ResumeValue | AnswerValue
         if view.kind == "question":
             answer = answer if approve else None
             decisions = commands.question_answers(calls, args.calls, answer, reason)
@@ -1030,14 +1031,16 @@ async def decide(args: argparse.Namespace, settings: Settings, *, approve: bool)
                 "--answer answers a question"
             )
         else:
-            decisions = commands.batch_decisions(calls, args.calls, approve, reason)
+            decisions = approvals = commands.batch_decisions(calls, args.calls, approve, reason)
         async with launch(settings) as launched, open_agent(settings, launched, store) as agent:
             session = await open_thread(
                 agent.parts, args.name, roots=launched.roots, other_roots=args.other_root
             )
-            shown = view.kind == "question" or not approve
-            if not shown and not await commands.confirm_previews(
-                session, calls, decisions, args.yes
+            # Approving writes: the person sees their previews first.
+            if (
+                approve
+                and approvals is not None
+                and not await commands.confirm_previews(session, calls, approvals, args.yes)
             ):
                 return 3
             return await commands.decide(session, calls, decisions)

@@ -7,14 +7,15 @@ from __future__ import annotations
 
 import asyncio
 import sys
-from collections.abc import AsyncIterator, Sequence
+from collections.abc import AsyncIterator, Awaitable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
 from langgraph.types import StateSnapshot
 
+from core.approval.decisions import AnswerValue, ResumeValue, resume_json
 from core.approval.policy import Grant, Policy
-from core.approval.questions import Pause, is_question
+from core.approval.questions import QUESTION_KIND, Pause
 from core.context.context import ContextKeeper
 from core.context.models import ModelChoice
 from core.context.summary import Summary
@@ -40,7 +41,7 @@ PAUSED = 3  # stopped with an approval pending or an answer refused
 def banner(snapshot: StateSnapshot | None, tool_count: int, thread: str) -> str:
     head = f"Loaded {tool_count} tools. Thread '{visible(thread, keep='')}': "
     payload = pending_approval(snapshot)
-    if payload and is_question(payload):
+    if payload and payload["kind"] == QUESTION_KIND:
         asked = "; ".join(repr(c.get("question", "")) for c in payload["calls"])
         return head + f"paused: waiting for your answer to {asked}."
     if payload:
@@ -134,10 +135,10 @@ class Conversation:
         payload comes from the run that paused, or from the state of a thread just opened:
         loading the state again would cost a whole-history read."""
         while payload:
-            question = is_question(payload)
-            asking = (
+            question = payload["kind"] == QUESTION_KIND
+            asking: Awaitable[AnswerValue | ResumeValue | None] = (
                 answer_questions(self.term, payload)
-                if question
+                if payload["kind"] == QUESTION_KIND  # checked again: this narrows the payload
                 else review(self.term, payload, self.session.preview)
             )
             try:
@@ -160,7 +161,8 @@ class Conversation:
                 self.term.say("Left paused: nothing was run. Open this thread again to answer.")
                 return PAUSED
             called = ", ".join(sorted({call["name"] for call in payload["calls"]}))
-            stopped = await self.show_run(self.session.resume(decisions), f"running {called}")
+            run = self.session.resume(resume_json(decisions))
+            stopped = await self.show_run(run, f"running {called}")
             if stopped is not None:
                 # A resumed run that was cut off or failed has closed its calls: the thread
                 # takes new prompts.

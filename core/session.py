@@ -101,7 +101,7 @@ class ThreadSession:
         about."""
         return pending_approval(await self.app.aget_state(self.config))
 
-    async def preview(self, call: dict[str, Any]) -> list[str]:
+    async def preview(self, call: Mapping[str, Any]) -> list[str]:
         """What a pending write call would change, worked out without changing anything,
         and whether it could be undone when it could not."""
         # The plan first: a file changed between it and the diff is refused at the write,

@@ -53,4 +53,4 @@ def quiet_on_broken_pipe() -> None:
     """Wrap standard output; later writes to a closed pipe are dropped, never raised."""
     # A terminal never breaks like a pipe, and its line editor wants the real stream.
     if not isinstance(sys.stdout, QuietPipe) and not sys.stdout.isatty():
-        sys.stdout = QuietPipe(sys.stdout)  # type: ignore[assignment]
+        sys.stdout = QuietPipe(sys.stdout)  # typeshed types sys.stdout as TextIO | Any

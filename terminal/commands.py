@@ -11,13 +11,15 @@ from __future__ import annotations
 import json
 import signal
 import sys
+from collections.abc import Sequence
 from datetime import datetime
 from typing import Any
 
 from langchain_core.messages import AIMessage, HumanMessage, ToolMessage
-from langgraph.graph.state import CompiledStateGraph
 
-from core.approval.questions import QUESTION_KIND
+from core.approval.approval import ApprovalCall
+from core.approval.decisions import AnswerValue, Decision, ResumeValue, resume_json
+from core.approval.questions import QUESTION_KIND, QuestionCall
 from core.context.summary import Summary
 from core.errors import StartupError, ThreadError
 from core.session import ThreadSession
@@ -27,6 +29,7 @@ from core.threads.thread_names import escaped
 from core.threads.threads import (
     IDLE,
     INTERRUPTED,
+    Graph,
     ThreadView,
     all_views,
     cannot_resume_message,
@@ -67,7 +70,7 @@ def call_lines(view: ThreadView, indent: str = "    ") -> list[str]:
 # --- threads ----------------------------------------------------------------------------------
 
 
-async def list_threads(store: Store, app: CompiledStateGraph) -> int:
+async def list_threads(store: Store, app: Graph) -> int:
     views = await all_views(store, app)
     if not views:
         put(f"No threads in {store.location}.")
@@ -84,7 +87,7 @@ async def list_threads(store: Store, app: CompiledStateGraph) -> int:
     return 0
 
 
-async def show_thread(app: CompiledStateGraph, name: str) -> int:
+async def show_thread(app: Graph, name: str) -> int:
     view = await require_thread(app, name)
     put(f"Thread '{escaped(name)}': {counted(len(view.messages), 'message')}, {status_text(view)}")
     for message in view.messages:
@@ -114,7 +117,7 @@ async def show_thread(app: CompiledStateGraph, name: str) -> int:
     return 0
 
 
-async def remove_thread(store: Store, app: CompiledStateGraph, name: str, ask: bool) -> int:
+async def remove_thread(store: Store, app: Graph, name: str, ask: bool) -> int:
     """Delete a thread; on a terminal, asks first unless `ask` is False (-y)."""
     view = await require_thread(app, name)
     if ask and sys.stdin.isatty():
@@ -147,7 +150,7 @@ def confirm(question: str) -> str:
         signal.signal(signal.SIGINT, previous)
 
 
-async def reset_thread(store: Store, app: CompiledStateGraph, name: str) -> int:
+async def reset_thread(store: Store, app: Graph, name: str) -> int:
     view = await require_thread(app, name)
     if view.status == IDLE and not view.problem:
         put(f"Thread '{escaped(name)}' is idle; nothing to reset.")
@@ -166,7 +169,7 @@ async def reset_thread(store: Store, app: CompiledStateGraph, name: str) -> int:
 # --- approvals --------------------------------------------------------------------------------
 
 
-async def list_approvals(store: Store, app: CompiledStateGraph) -> int:
+async def list_approvals(store: Store, app: Graph) -> int:
     views = [view for view in await all_views(store, app) if view.waiting]
     if not views:
         put("No pending approvals.")
@@ -187,7 +190,7 @@ async def list_approvals(store: Store, app: CompiledStateGraph) -> int:
     return 0
 
 
-async def waiting_view(app: CompiledStateGraph, name: str) -> ThreadView:
+async def waiting_view(app: Graph, name: str) -> ThreadView:
     """The thread, waiting on calls; an error if it waits on nothing this version can
     resume."""
     view = await require_thread(app, name)
@@ -198,9 +201,11 @@ async def waiting_view(app: CompiledStateGraph, name: str) -> ThreadView:
     return view
 
 
-def named_calls(
-    calls: list[dict[str, Any]], chosen: list[str] | None
-) -> tuple[list[str], set[str]]:
+# The calls a thread waits on (ThreadView.waiting): an approval's, or a question's.
+Waiting = Sequence[ApprovalCall | QuestionCall]
+
+
+def named_calls(calls: Waiting, chosen: list[str] | None) -> tuple[list[str], set[str]]:
     """The pending call ids, and those --call names (all of them when it names none); a name
     that is not pending is an error that lists the pending ones."""
     ids = [call["id"] for call in calls]
@@ -213,41 +218,45 @@ def named_calls(
 
 
 def question_answers(
-    calls: list[dict[str, Any]], chosen: list[str] | None, answer: str | None, reason: str
-) -> dict[str, Any]:
+    calls: Waiting, chosen: list[str] | None, answer: str | None, reason: str
+) -> AnswerValue:
     """The resume value for a waiting question: `answer` for every question (or those named
     with --call); the others, and all of them without --answer, get "no one can answer"."""
     ids, named = named_calls(calls, chosen)
-    value: dict[str, Any] = {"answers": {i: answer if i in named else None for i in ids}}
+    answers = {i: answer if i in named else None for i in ids}
+    value: AnswerValue = {"answers": answers, "by": "person"}
     if reason:
         value["reason"] = reason
     return value
 
 
 def batch_decisions(
-    calls: list[dict[str, Any]], chosen: list[str] | None, approve: bool, reason: str
-) -> dict[str, Any]:
+    calls: Waiting, chosen: list[str] | None, approve: bool, reason: str
+) -> ResumeValue:
     """One resume value for the whole batch (it is one interrupt). Only calls approved by
     name run; every other call is rejected, so nothing is left pending."""
     ids, named = named_calls(calls, chosen)
-    decisions: dict[str, Any] = {}
+    decisions: dict[str, Decision] = {}
     for call_id in ids:
         if approve and call_id in named:
-            decisions[call_id] = {"type": "approve"}
+            decisions[call_id] = {"type": "approve", "by": "person"}
         elif approve:
             decisions[call_id] = {
                 "type": "reject",
                 "message": "the person approved only other calls of this batch",
+                "by": "person",
             }
         elif call_id in named:
-            decisions[call_id] = {"type": "reject", "message": reason or "the person said no"}
+            message = reason or "the person said no"
+            decisions[call_id] = {"type": "reject", "message": message, "by": "person"}
         else:
-            decisions[call_id] = {"type": "reject", "message": "the person denied this batch"}
+            message = "the person denied this batch"
+            decisions[call_id] = {"type": "reject", "message": message, "by": "person"}
     return {"decisions": decisions}
 
 
 async def confirm_previews(
-    session: ThreadSession, calls: list[dict[str, Any]], decisions: dict[str, Any], yes: bool
+    session: ThreadSession, calls: Waiting, decisions: ResumeValue, yes: bool
 ) -> bool:
     """Print what each call to be approved would change, as the terminal's review shows it
     (and bind the approval to it); then the person's yes, or --yes. From a pipe without
@@ -275,20 +284,22 @@ async def confirm_previews(
 
 
 async def decide(
-    session: ThreadSession, calls: list[dict[str, Any]], decisions: dict[str, Any]
+    session: ThreadSession, calls: Waiting, decisions: ResumeValue | AnswerValue
 ) -> int:
     """approve/deny: resume the waiting thread with `decisions`, printing the steps and the
     model's answer as a session would."""
     term = Terminal()
+    value = resume_json(decisions)  # either kind, read as its JSON form
     for call in calls:
-        if "answers" in decisions:
-            answer = decisions["answers"].get(call["id"])
+        if "answers" in value:
+            answer = value["answers"].get(call["id"])
             term.say(f"✓ answered: {call['id']}" if answer else f"✗ no answer: {call['id']}")
             continue
-        verdict = decisions["decisions"][call["id"]]["type"]
+        verdict = value["decisions"][call["id"]]["type"]
         term.say(f"{'✓ approved' if verdict == 'approve' else '✗ rejected'}: {call['id']}")
     with term.ctrl_c.installed():
-        if not await show_run(session, session.resume(decisions), StepPrinter(term), "running"):
+        run = session.resume(value)
+        if not await show_run(session, run, StepPrinter(term), "running"):
             return 1
     if session.paused_on is not None:
         waits = "an answer" if session.paused_on.get("kind") == QUESTION_KIND else "approval"
@@ -302,7 +313,7 @@ async def decide(
 # --- undo -------------------------------------------------------------------------------------
 
 
-async def undoable_view(app: CompiledStateGraph, name: str) -> ThreadView:
+async def undoable_view(app: Graph, name: str) -> ThreadView:
     """The thread, idle: an undo changes files the model must then be told about, so a
     thread in the middle of a run or waiting on the person is answered first."""
     view = await require_thread(app, name)

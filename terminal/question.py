@@ -10,16 +10,15 @@ by number too), and Ctrl-D leaves the question waiting for later.
 
 from __future__ import annotations
 
-from typing import Any
-
-from core.approval.questions import QuestionPayload
+from core.approval.decisions import AnswerValue
+from core.approval.questions import QuestionCall, QuestionPayload
 from terminal.console import Terminal
 from terminal.review import NotAnAnswer
 
 QUESTION_ANSWERS = "the answer's text, or with choices one of them (or its number)"
 
 
-def question_lines(call: dict[str, Any]) -> list[str]:
+def question_lines(call: QuestionCall) -> list[str]:
     lines = [f"? The agent asks: {call.get('question', '')}"]
     lines += [f"    {number}. {choice}" for number, choice in enumerate(call["choices"], 1)]
     return lines
@@ -33,7 +32,7 @@ def chosen(line: str, choices: list[str]) -> str | None:
     return text if text in choices else None
 
 
-async def piped_answer(term: Terminal, call: dict[str, Any]) -> str | None:
+async def piped_answer(term: Terminal, call: QuestionCall) -> str | None:
     """The pipe's next line, checked; None at end of input."""
     line = await term.ask("  answer> ")
     if line is None:
@@ -49,7 +48,7 @@ async def piped_answer(term: Terminal, call: dict[str, Any]) -> str | None:
     return choice
 
 
-async def person_answer(term: Terminal, call: dict[str, Any]) -> str | None:
+async def person_answer(term: Terminal, call: QuestionCall) -> str | None:
     """Asked again until there is an answer; None at end of input (Ctrl-D)."""
     while True:
         line = await term.ask("  answer> ")
@@ -60,14 +59,16 @@ async def person_answer(term: Terminal, call: dict[str, Any]) -> str | None:
         term.say("  type an answer (Ctrl-D leaves the question for later)")
 
 
-async def answer_questions(term: Terminal, payload: QuestionPayload) -> dict[str, Any] | None:
+async def answer_questions(term: Terminal, payload: QuestionPayload) -> AnswerValue | None:
     """The resume value for a question payload; None leaves the thread waiting (a person
     at a terminal ended input). NotAnAnswer when a piped line is not an answer."""
     calls = payload["calls"]
     by = "piped" if term.piped else "person"
     answers: dict[str, str | None] = {}
-    for call in calls:
-        call = {**call, "choices": [str(c) for c in call.get("choices") or []]}
+    for read in calls:
+        # The choices as text, whatever a stored payload holds (read_question checks only
+        # that they are a list).
+        call: QuestionCall = {**read, "choices": [str(c) for c in read.get("choices") or []]}
         term.event("question", question=call.get("question", ""), choices=call["choices"])
         for line in question_lines(call):
             term.say(line)

@@ -15,7 +15,8 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
-from core.approval.approval import ApprovalPayload
+from core.approval.approval import ApprovalCall, ApprovalPayload, ToolCall
+from core.approval.decisions import Decision, ResumeValue
 from core.text import clip, visible
 from terminal.console import Terminal
 
@@ -33,18 +34,18 @@ class NotAnAnswer(Exception):
     nothing run and the thread still paused; on a TTY the person is asked again."""
 
 
-def offered_keys(call: dict[str, Any]) -> list[str]:
+def offered_keys(call: ApprovalCall) -> list[str]:
     allowed = call.get("allowed_decisions") or []
     return [key for key in KEYS if KEY_NEEDS[key] in allowed]
 
 
-def grant_folder(call: dict[str, Any]) -> str:
+def grant_folder(call: ApprovalCall) -> str:
     """The folder an `a` would cover, as the person wrote the path (approve resolves it)."""
     first = call["args"].get("source", call["args"].get("path", ""))
     return (posixpath.dirname(str(first)) or ".") + "/"
 
 
-def help_lines(call: dict[str, Any]) -> list[str]:
+def help_lines(call: ApprovalCall) -> list[str]:
     texts = {
         "y": "approve: run it as shown",
         "n": "reject: it does not run (then an optional reason, which the model reads)",
@@ -58,8 +59,9 @@ def help_lines(call: dict[str, Any]) -> list[str]:
     return lines + ["  ?  this help; an empty answer is no"]
 
 
-def describe_call(call: dict[str, Any]) -> str:
-    """The call in full, except bulky arguments, which the preview shows as a change."""
+def describe_call(call: ToolCall) -> str:
+    """A call (a payload's, or an undo record's name and args) in full, except bulky
+    arguments, which the preview shows as a change."""
     args = call["args"] if isinstance(call["args"], dict) else {}
     shown = []
     for key, value in args.items():
@@ -70,7 +72,7 @@ def describe_call(call: dict[str, Any]) -> str:
     return f"{call['name']}({', '.join(shown)})"
 
 
-def parse_answer(line: str, call: dict[str, Any]) -> tuple[str, str]:
+def parse_answer(line: str, call: ApprovalCall) -> tuple[str, str]:
     """(key, what follows a colon) for an answer line; NotAnAnswer for anything else."""
     word, _, rest = line.strip().partition(":")
     key = ANSWER_WORDS.get(word.strip().lower())
@@ -93,19 +95,20 @@ def json_arguments(text: str) -> dict[str, Any]:
     return args
 
 
-def as_decision(key: str, rest: str, args: dict[str, Any] | None = None) -> dict[str, Any]:
+def as_decision(key: str, rest: str, by: str, args: dict[str, Any] | None = None) -> Decision:
+    """The decision an answer gives; `by`: piped or person (who answered)."""
     if key == "y":
-        return {"type": "approve"}
+        return {"type": "approve", "by": by}
     if key == "a":
-        return {"type": "approve", "grant": True}
-    if key == "e":
-        return {"type": "edit", "args": args}
+        return {"type": "approve", "grant": True, "by": by}
+    if key == "e" and args is not None:
+        return {"type": "edit", "args": args, "by": by}
     if key == "r":
-        return {"type": "respond", "message": rest}
-    return {"type": "reject", "message": rest}
+        return {"type": "respond", "message": rest, "by": by}
+    return {"type": "reject", "message": rest, "by": by}
 
 
-async def piped_decision(term: Terminal, call: dict[str, Any]) -> dict[str, Any] | None:
+async def piped_decision(term: Terminal, call: ApprovalCall) -> Decision | None:
     """A pipe must answer exactly; None at end of input."""
     line = await term.ask(decision_prompt(call))
     if line is None:
@@ -114,14 +117,14 @@ async def piped_decision(term: Terminal, call: dict[str, Any]) -> dict[str, Any]
     if key == "r" and not rest:
         raise NotAnAnswer(f"{line.strip()!r}: a piped respond carries its text (r: text)")
     if key != "e":
-        return as_decision(key, rest)
+        return as_decision(key, rest, "piped")
     text = rest or await term.ask("  arguments as JSON> ")
     if text is None:
         return None
-    return as_decision(key, "", json_arguments(text))
+    return as_decision(key, "", "piped", json_arguments(text))
 
 
-async def person_decision(term: Terminal, call: dict[str, Any]) -> dict[str, Any] | None:
+async def person_decision(term: Terminal, call: ApprovalCall) -> Decision | None:
     """A person at a TTY is asked again until the answer is one; None at end of input
     (Ctrl-D). Enter alone is no: only an explicit answer approves."""
     while True:
@@ -129,7 +132,7 @@ async def person_decision(term: Terminal, call: dict[str, Any]) -> dict[str, Any
         if line is None:
             return None
         if not line.strip():
-            return as_decision("n", "")
+            return as_decision("n", "", "person")
         if line.strip() == "?":
             for text in help_lines(call):
                 term.say(text)
@@ -144,20 +147,20 @@ async def person_decision(term: Terminal, call: dict[str, Any]) -> dict[str, Any
                     term.say("  no answer given; answer again")
                     continue
             if key != "e":
-                return as_decision(key, rest)
+                return as_decision(key, rest, "person")
             args = json_arguments(rest) if rest else edit_in_editor(term, call)
         except NotAnAnswer as refused:
             term.say(f"  {refused}; ? shows the answers")
             continue
         if args is not None:
-            return as_decision(key, "", args)
+            return as_decision(key, "", "person", args)
 
 
-def decision_prompt(call: dict[str, Any]) -> str:
+def decision_prompt(call: ApprovalCall) -> str:
     return f"  {call['name']}? [{'/'.join(offered_keys(call))}/?] "
 
 
-def edit_in_editor(term: Terminal, call: dict[str, Any]) -> dict[str, Any] | None:
+def edit_in_editor(term: Terminal, call: ApprovalCall) -> dict[str, Any] | None:
     """Open $EDITOR on the new file content (write_file) or the arguments as JSON."""
     args = call["args"]
     content_only = call["name"] == "write_file" and isinstance(args.get("content"), str)
@@ -201,17 +204,17 @@ def diff_style(line: str) -> str | None:
     return None
 
 
-Preview = Callable[[dict[str, Any]], Awaitable[list[str]]]
+Preview = Callable[[ApprovalCall], Awaitable[list[str]]]
 
 
-async def review(term: Terminal, payload: ApprovalPayload, preview: Preview) -> Any:
+async def review(term: Terminal, payload: ApprovalPayload, preview: Preview) -> ResumeValue | None:
     """Ask about each call in turn, with what it would change; None leaves the thread paused
     (end of input). A piped line that is not an answer raises NotAnAnswer; Ctrl-C at a
     question raises Interrupted. Either way nothing is decided."""
     calls = payload["calls"]
     term.event("approval_request", calls=[{"tool": c["name"], "args": c["args"]} for c in calls])
     term.say("⚠ Approval needed. The agent wants to run:")
-    decisions: dict[str, Any] = {}
+    decisions: dict[str, Decision] = {}
     for number, call in enumerate(calls, 1):
         term.say(f"[{number}/{len(calls)}] {describe_call(call)}")
         with term.working("computing preview"):
@@ -222,7 +225,6 @@ async def review(term: Terminal, payload: ApprovalPayload, preview: Preview) -> 
         decision = await decide(term, call)
         if decision is None:
             return None
-        decision["by"] = "piped" if term.piped else "person"
         decisions[call["id"]] = decision
     for call in calls:
         decision = decisions[call["id"]]

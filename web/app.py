@@ -20,23 +20,29 @@ queue of our own, so what the terminal decided, or a restart lost, cannot disagr
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator, Awaitable, Callable
+from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
 from contextlib import asynccontextmanager
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
 from urllib.parse import unquote
 
 from fastapi import Depends, FastAPI, Request
 from fastapi.responses import FileResponse, JSONResponse, Response, StreamingResponse
 from fastapi.staticfiles import StaticFiles
-from langgraph.graph.state import CompiledStateGraph
 from starlette.exceptions import HTTPException as StarletteHTTPException
 from starlette.middleware.cors import CORSMiddleware
 
-from core.approval.approval import tool_schema
-from core.approval.decisions import DecisionError, answer_value, check_form, resume_value
-from core.approval.questions import Pause, is_question
+from core.approval.approval import ApprovalCall, tool_schema
+from core.approval.decisions import (
+    AnswerValue,
+    DecisionError,
+    ResumeValue,
+    answer_value,
+    check_form,
+    resume_json,
+    resume_value,
+)
+from core.approval.questions import QUESTION_KIND, Pause, QuestionCall
 from core.changes.preview import whole_preview
 from core.opening import OtherRoots, recover
 from core.session import ThreadSession
@@ -47,6 +53,7 @@ from core.threads.thread_names import ThreadNameError, escaped, follows_rule, na
 from core.threads.threads import (
     WAITING,
     WAITING_ANSWER,
+    Graph,
     ThreadView,
     all_views,
     cannot_resume_message,
@@ -81,7 +88,7 @@ class Service:
     """What the app serves, opened and closed by the command line (agent.py)."""
 
     store: Store
-    graph: CompiledStateGraph
+    graph: Graph
     # The session on a thread, for one request: core.opening.open_thread, which checks the
     # name (core.threads.thread_names) and the roots, as for every other way in.
     session: Callable[[str], Awaitable[ThreadSession]]
@@ -210,10 +217,11 @@ def create_app(service: Service, access: Access) -> FastAPI:
         try:
             session = await opened(service, name)
             payload = await pending_payload(session, name, service.store)
-            calls = list(payload["calls"])
+            calls: list[ApprovalCall | QuestionCall] = list(payload["calls"])
             schemas = {tool_name: tool_schema(tool) for tool_name, tool in session.tools.items()}
+            decisions: ResumeValue | AnswerValue
             try:
-                if is_question(payload):
+                if payload["kind"] == QUESTION_KIND:
                     decisions = answer_value(body, calls, by="admin")
                 elif answering:
                     raise DecisionError(
@@ -372,9 +380,12 @@ async def turn_frames(
 
 
 async def resume_frames(
-    session: ThreadSession, calls: list[dict[str, Any]], decisions: dict[str, Any]
+    session: ThreadSession,
+    calls: Sequence[ApprovalCall | QuestionCall],
+    resume: ResumeValue | AnswerValue,
 ) -> AsyncIterator[Frame]:
     """The admin's decisions (or answers to a question), then the run they resume."""
+    decisions = resume_json(resume)  # either kind, read as its JSON form
     for call in calls:
         if "answers" in decisions:
             kind, text = "answer", decisions["answers"][call["id"]]

@@ -11,8 +11,10 @@ run's: a client written against the seed reads it so; how the run went has a fie
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from typing import Any
 
+from core.approval.decisions import AnswerValue, ResumeValue, ToolCall, resume_json
 from web.events import DONE, Frame
 
 LET_RUN = frozenset({"approve", "edit"})
@@ -29,17 +31,21 @@ def call_path(args: Any) -> str | None:
     """What a call works on, as a person names it: its path, or source -> destination."""
     if not isinstance(args, dict):
         return None
-    if isinstance(args.get("path"), str):
-        return args["path"]
-    ends = [args.get(key) for key in ("source", "destination")]
-    if all(isinstance(end, str) for end in ends):
-        return " → ".join(ends)  # type: ignore[arg-type]
+    path, source, destination = args.get("path"), args.get("source"), args.get("destination")
+    if isinstance(path, str):
+        return path
+    if isinstance(source, str) and isinstance(destination, str):
+        return f"{source} → {destination}"
     return None
 
 
 def outcome(
-    thread: str, calls: list[dict[str, Any]], decisions: dict[str, Any], frames: list[Frame]
+    thread: str,
+    calls: Sequence[ToolCall],
+    resume: ResumeValue | AnswerValue,
+    frames: list[Frame],
 ) -> dict[str, Any]:
+    decisions = resume_json(resume)  # either kind, read as its JSON form
     args = {call["id"]: call.get("args") for call in calls}
     names = {call["id"]: call.get("name") for call in calls}
     for call_id, decision in decisions.get("decisions", {}).items():

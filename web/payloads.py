@@ -3,10 +3,12 @@ waits on with their previews (what each would change, worked out without changin
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from typing import Any
 
 from langchain_core.messages import AIMessage, AnyMessage, HumanMessage, ToolMessage
 
+from core.approval.decisions import ToolCall
 from core.session import ThreadSession
 from core.threads.messages import content_text
 from core.threads.threads import ThreadView, pending_approval
@@ -40,7 +42,8 @@ def summary(view: ThreadView) -> dict[str, Any]:
     }
 
 
-def bare_call(call: dict[str, Any]) -> dict[str, Any]:
+def bare_call(call: ToolCall) -> dict[str, Any]:
+    """A call of either kind (ApprovalCall, QuestionCall) as the API shows it."""
     return {
         "id": call.get("id"),
         "name": call.get("name"),
@@ -51,7 +54,7 @@ def bare_call(call: dict[str, Any]) -> dict[str, Any]:
     }
 
 
-async def previewed(session: ThreadSession, calls: list[dict[str, Any]]) -> list[dict[str, Any]]:
+async def previewed(session: ThreadSession, calls: Sequence[ToolCall]) -> list[dict[str, Any]]:
     return [{**bare_call(call), "preview": await session.preview(call)} for call in calls]
 
 
@@ -71,9 +74,9 @@ async def waiting(session: ThreadSession, view: ThreadView) -> dict[str, Any]:
     payload = pending_approval(view.snapshot)
     return {
         "thread": view.name,
-        "kind": (payload or {}).get("kind", "approval"),  # "approval", or "question"
+        "kind": payload["kind"] if payload else "approval",  # "approval", or "question"
         "request": view.request,
-        "route": (payload or {}).get("route"),
+        "route": payload.get("route") if payload else None,
         # What the model said before its calls ("I'll add it after 'call mom'."): the why.
         "reason": model_words(view),
         "calls": await previewed(session, view.waiting),

@@ -11,7 +11,7 @@ from __future__ import annotations
 import json
 import uuid
 from collections.abc import Mapping
-from typing import Any, Literal, NotRequired, Required, TypedDict, cast
+from typing import Any, Final, Literal, NotRequired, Required, TypedDict, cast
 
 import jsonschema
 import pydantic
@@ -21,7 +21,7 @@ from langchain_core.tools import BaseTool
 from core.approval.policy import Grant, Places, Policy
 from core.tools.tool_groups import WRITE_TOOLS, in_group
 
-APPROVAL_KIND = "approval"
+APPROVAL_KIND: Final = "approval"
 # Version 2 added `respond`. A version-1 payload (a thread paused by an older release) still
 # resumes: the resume value has the same shape, and what it may say is judged by tool here.
 APPROVAL_VERSION = 2
@@ -160,7 +160,7 @@ class ApprovalPayload(TypedDict):
     """What a thread paused for approval waits on: the interrupt's value, and its JSON form
     (the terminal, `fsagent approvals` and `/api/admin/approvals` show exactly this)."""
 
-    kind: str  # APPROVAL_KIND
+    kind: Literal["approval"]  # APPROVAL_KIND: what tells it from a QuestionPayload
     version: int
     route: str
     calls: list[ApprovalCall]

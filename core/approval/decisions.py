@@ -48,10 +48,12 @@ class ResumeValue(TypedDict):
 
 
 class AnswerValue(TypedDict):
-    """What resumes a thread paused on a question: one answer per call id."""
+    """What resumes a thread paused on a question: one answer per call id. None (or no
+    entry) is "no one can answer" (core.approval.questions), with `reason` saying why."""
 
-    answers: dict[str, str]
+    answers: dict[str, str | None]
     by: str
+    reason: NotRequired[str]
 
 
 def resume_json(value: ResumeValue | AnswerValue) -> dict[str, Any]:
@@ -203,7 +205,7 @@ def answer_value(body: Any, calls: Sequence[ToolCall], *, by: str) -> AnswerValu
         raise DecisionError(
             f"no pending question {unknown[0]!r}; the pending questions are {', '.join(ids)}"
         )
-    answers: dict[str, str] = {}
+    answers: dict[str, str | None] = {}
     for call in calls:
         text = given.get(call["id"])
         if not isinstance(text, str) or not text.strip():

@@ -20,7 +20,7 @@ top on resume.
 
 from __future__ import annotations
 
-from typing import Any, TypedDict, cast
+from typing import Any, Final, Literal, TypedDict, cast
 
 from langchain_core.messages import AIMessage, ToolMessage
 from langchain_core.tools import BaseTool, StructuredTool
@@ -36,7 +36,7 @@ from core.approval.approval import (
 )
 from core.tools.tool_groups import ASK_PERSON
 
-QUESTION_KIND = "question"
+QUESTION_KIND: Final = "question"
 QUESTION_VERSION = 1
 NO_ONE_CAN_ANSWER = "No one can answer; decide yourself or stop."
 
@@ -107,7 +107,7 @@ class QuestionCall(TypedDict):
 class QuestionPayload(TypedDict):
     """What a thread paused on a question waits on, and its JSON form (module docstring)."""
 
-    kind: str  # QUESTION_KIND
+    kind: Literal["question"]  # QUESTION_KIND: what tells it from an ApprovalPayload
     version: int
     route: str
     calls: list[QuestionCall]

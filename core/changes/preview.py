@@ -10,7 +10,7 @@ be undone (over the undo limits, binary, a symlink) says so here too (`undo_note
 from __future__ import annotations
 
 import json
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from typing import Any
 
 from core.changes.plans import Plan
@@ -27,7 +27,7 @@ MAX_FOLDERS_COUNTED = 200
 Tools = dict[str, Any]
 
 
-async def preview(call: dict[str, Any], tools: Tools, plan: Plan | None = None) -> list[str]:
+async def preview(call: Mapping[str, Any], tools: Tools, plan: Plan | None = None) -> list[str]:
     """The lines that show what `call` would do, cut to PREVIEW_LINES with a marker. With the
     server's plan (core.changes.plans), what a delete, copy or move touches is said from it: paths
     as the server resolves them, whole counts, links named as links."""
@@ -35,7 +35,7 @@ async def preview(call: dict[str, Any], tools: Tools, plan: Plan | None = None) 
 
 
 async def whole_preview(
-    call: dict[str, Any], tools: Tools, plan: Plan | None = None, *, whole: bool = True
+    call: Mapping[str, Any], tools: Tools, plan: Plan | None = None, *, whole: bool = True
 ) -> list[str]:
     """Every line of what `call` would do, uncut (a reviewer pages through a big diff)."""
     make = PREVIEWS.get(call["name"])
@@ -56,7 +56,7 @@ async def whole_preview(
     return lines
 
 
-async def undo_note(call: dict[str, Any], tools: Tools, thread_used: int) -> list[str]:
+async def undo_note(call: Mapping[str, Any], tools: Tools, thread_used: int) -> list[str]:
     """Said before the person decides, when a write cannot be undone (or not exactly): the
     same record the write would keep is made, and nothing is kept."""
     if call["name"] not in CAPTURES:
