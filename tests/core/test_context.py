@@ -153,12 +153,20 @@ def test_a_request_sends_notes_no_reasoning_and_results_that_fit() -> None:
         HumanMessage("thanks", id="h2"),
     ]
     keep = keeper(Budget.for_context(4096))
+    # While its turn goes on, the result is cut only to what the context can hold.
+    during = keep.request(history[:3], None)
+    assert "more characters of this result were left out" in str(during[3].content)
+    assert len(str(during[3].content)) < 3 * keep.budget.context_length  # type: ignore[union-attr]
     request = keep.request(history, None)
     assert request[0].content == SYSTEM_PROMPT
     assert request[1].content == f"find milk\n\n{ROUTE_NOTES['search']}"
     assert REASONING_KEY not in request[2].additional_kwargs
-    assert "more characters of this result were left out" in str(request[3].content)
-    assert len(str(request[3].content)) < 3 * keep.budget.context_length  # type: ignore[union-attr]
+    # Once the turn is over, its head only, and how to see it all again.
+    whole = "notes.md:1:milk\n" * 2000
+    head, note = str(request[3].content).split("\n[fsagent: ")
+    assert whole.startswith(head) and head.endswith("milk") and len(head) <= 120
+    assert note == f"{len(whole) - len(head):,} more characters left out; call grep again for all]"
+    assert history[2].content == whole  # the stored result is whole
     assert request[5].content == "thanks"
     # The same history makes the same request, every time.
     assert keep.request(history, None) == request
