@@ -252,12 +252,23 @@ class ContextKeeper:
         summary: Summary | None,
     ) -> int:
         """The request's prompt tokens: the server's count up to the last reply it made with
-        this summary, and estimates for what came after."""
+        this summary, and estimates for what came after.
+
+        A reply's count holds only while what came before it is sent as it was then: an
+        earlier result shortened since (old_results) makes it a count of a longer prompt,
+        so the latest reply with nothing shortened before it is the one trusted."""
         trusted = trusted_replies(messages, summary)
+        cap = self.result_cap()
+        old = self.old_results(messages, summary, cap)
+        where = {str(message.id): index for index, message in enumerate(messages)}
         for position in range(len(request) - 1, 0, -1):
             message = request[position]
             usage = getattr(message, "usage_metadata", None)
             if isinstance(message, AIMessage) and message.id in trusted and usage:
+                made = where.get(str(message.id), 0)
+                then = self.old_results(messages[:made], summary, cap)
+                if any(index < made for index in old - then):
+                    continue  # shortened since this reply was made
                 known = int(usage.get("input_tokens") or 0) + int(usage.get("output_tokens") or 0)
                 return known + estimate_messages(request[position + 1 :])
         return self.tool_tokens + (self.fixed_error or 0) + estimate_messages(request)
