@@ -176,7 +176,7 @@ class ContextKeeper:
             if isinstance(message, AIMessage)
             for call in message.tool_calls
         }
-        shown = []
+        shown: list[tuple[int, BaseMessage]] = []
         for index, message in enumerate(messages):
             if summary is not None and index < summary.upto and message.id not in summary.held:
                 continue
@@ -510,7 +510,8 @@ def shortened(message: ToolMessage, tool: str) -> ToolMessage:
     head = text[:OLD_RESULT_HEAD]
     cut = max(head.rfind("\n"), head.rfind(" "))
     head = head[:cut] if cut > OLD_RESULT_HEAD // 2 else head
-    note = f"\n[fsagent: {len(text) - len(head):,} more characters left out; call {tool} again for all]"
+    left = len(text) - len(head)
+    note = f"\n[fsagent: {left:,} more characters left out; call {tool} again for all]"
     return message.model_copy(update={"content": head + note})
 
 
