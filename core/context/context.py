@@ -9,11 +9,14 @@ A request is, in this order:
 - the system prompt, with the thread's summary when it has one;
 - the history the summary does not cover, as stored: each request from the person with its
   route's note after it (core.context.prompts.ROUTE_NOTES), replies without their reasoning, a tool
-  result too large for the context cut with a note that says so;
+  result too large for the context cut with a note that says so, and earlier turns' results
+  past a share of the room sent as their heads (ContextKeeper.old_results);
 - for the router only, its question after the person's latest words.
 
 Nothing in it changes once sent, so request N+1 begins with request N and the server's
-prompt cache serves all but the new tokens, across route switches too.
+prompt cache serves all but the new tokens, across route switches too. The exception: when a
+turn starts, an earlier result may be shortened, and the server processes again from there
+(on 4096 tokens, the last turn's tail).
 
 Keeping within the context: the server's count of the request that made the last reply (its
 usage) is the truth, and only the messages after that reply are estimated (core.context.budget).
