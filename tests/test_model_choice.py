@@ -20,7 +20,7 @@ def test_the_loaded_chat_model_not_the_embedding_listed_first(workspace: Workspa
     assert result.returncode == 0, result.stderr
     assert request["model"] == "llama-3.2-3b-instruct"
     line = next(line for line in result.stdout.splitlines() if line.startswith("model "))
-    assert line.startswith("model llama-3.2-3b-instruct, context 4096; replies up to 1024")
+    assert line.startswith("model llama-3.2-3b-instruct, context 4096; replies up to 512")
     assert not llm.is_loaded(QWEN.id)  # nothing else was loaded by asking
     # --verbose says which source won.
     assert "model llama-3.2-3b-instruct, context 4096 (from LM Studio (loaded));" in verbose.stdout
@@ -31,7 +31,7 @@ def test_a_smaller_context_length_wins_over_the_servers(workspace: Workspace):
         llamacpp = workspace.run(llm.base_url, "", "--verbose", "--context-length", "2048")
 
     assert (
-        "context 2048 (from --context-length (llama.cpp /props: 4096)); replies up to 512"
+        "context 2048 (from --context-length (llama.cpp /props: 4096)); replies up to 256"
         in llamacpp.stdout
     )
 
@@ -87,7 +87,8 @@ def test_other_servers_skip_embedding_ids_and_take_the_context_from_the_environm
     assert unknown.returncode == 0, unknown.stderr
     assert "model mistral-7b, context unknown" in unknown.stdout
     assert "--context-length" in unknown.stdout
-    assert [r["max_tokens"] for r in requests] == [1024] * 2
+    # An eighth of the context told (6000), and 1024 when nothing says it.
+    assert [r["max_tokens"] for r in requests] == [750, 1024]
 
 
 def test_bad_context_and_reply_limits_are_one_line_and_exit_2(workspace: Workspace):

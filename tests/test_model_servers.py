@@ -192,7 +192,7 @@ def test_the_router_asks_for_a_handful_of_tokens_and_reads_a_cut_reply(workspace
 
     assert result.returncode == 0, result.stderr
     assert router["max_tokens"] == 32
-    assert agent["max_tokens"] == 1024  # the agent's own limit is unchanged
+    assert agent["max_tokens"] == 512  # the agent's own limit: an eighth of 4096
     assert "⇢ route: filesystem" in result.stdout
     assert "agent> Done." in result.stdout
 

@@ -9,13 +9,16 @@ early, erring low overflows. It is deterministic and cheap, so it can run before
 
 The budget. A request must leave room for the reply: the prompt may hold at most
 `context_length - max_tokens` tokens (`Budget.prompt_limit`); past `threshold` of that the
-older turns are compacted.
+older turns are compacted. The reply reserve scales with the context (an eighth, at most
+1024): on 4096 tokens a 1,024 reserve left the conversation too little room.
 
 Compaction. `plan_compaction` picks which messages to replace with a model-written summary:
 the oldest whole turns first, then, if the latest turn alone is too big, its oldest steps. It
 never separates an assistant message with tool calls from their results, and always keeps the
 leading system prompt, the latest request from the person, and an assistant message whose
-calls are still unanswered (a pending approval) with whatever follows it.
+calls are still unanswered (a pending approval) with whatever follows it. It aims at half of
+what the prompt leaves after the fixed part and the summary's room (`Budget.room`), so the
+next turns fit before the next compaction.
 """
 
 from __future__ import annotations
@@ -44,6 +47,7 @@ MESSAGE_OVERHEAD = 4
 # compaction costs a generation (the summary), so an early mark compacted every turn.
 DEFAULT_THRESHOLD = 0.9
 MAX_REPLY_TOKENS = 1024
+REPLY_SHARE = 8  # the default reply reserve: an eighth of the context (512 on 4096)
 SUMMARY_TOKENS = 300  # room kept for the summary; also the summary request's max_tokens
 
 # What the person can do about a request that cannot fit, said wherever it is refused.
@@ -118,8 +122,9 @@ def estimate_request(
 
 
 def default_max_tokens(context_length: int) -> int:
-    """A reply cap that leaves most of a small context to the prompt: a quarter, at most 1024."""
-    return max(1, min(MAX_REPLY_TOKENS, context_length // 4))
+    """A reply cap that leaves most of a small context to the prompt: an eighth, at most 1024
+    (512 on 4096, 1024 from 8192). A reply cut there is marked as cut (core.context.replies)."""
+    return max(1, min(MAX_REPLY_TOKENS, context_length // REPLY_SHARE))
 
 
 @dataclass(frozen=True)
@@ -162,6 +167,18 @@ class Budget:
 
     def needs_compaction(self, prompt_tokens: int) -> bool:
         return prompt_tokens > self.compact_at
+
+    def room(self, fixed_tokens: int, summary_tokens: int = SUMMARY_TOKENS) -> int:
+        """What the prompt leaves the conversation after the fixed part and a summary."""
+        return max(0, self.prompt_limit - fixed_tokens - summary_tokens)
+
+    def compaction_target(self, fixed_tokens: int, summary_tokens: int = SUMMARY_TOKENS) -> int:
+        """Where a compaction aims: the fixed part and the summary, then half of what is left
+        below the mark, so the other half is there for the next turns. Half the whole
+        prompt limit, which the fixed part and the summary nearly filled on 4096, left no
+        room: the next 2 KB result crossed the mark again, and every turn compacted."""
+        floor = fixed_tokens + summary_tokens
+        return floor + max(0, self.compact_at - floor) // 2
 
 
 # -- compaction ----------------------------------------------------------------------------
@@ -232,8 +249,9 @@ def plan_compaction(
     """Keep the most recent messages that fit `target` tokens; summarise the rest.
 
     fixed_tokens is what the request holds outside `messages` (tool schemas, and a system
-    prompt not passed in). target defaults to half the prompt limit (never above the
-    compaction mark), so the next few turns fit before compacting again. measure counts a
+    prompt not passed in). target defaults to `Budget.compaction_target`: half of what is
+    left after the fixed part, the pinned messages and the summary, so the next few turns
+    fit before compacting again. measure counts a
     message's tokens; pass one calibrated against the server's counts if you have it.
     When even the minimum is over the prompt limit, the plan keeps only the minimum and
     `fits` is False.
@@ -248,8 +266,9 @@ def plan_compaction(
         (i for i in range(n - 1, start - 1, -1) if isinstance(messages[i], HumanMessage)), None
     )
     pending = pending_call_index(messages)
+    base = fixed_tokens + sum(sizes[:start])
     if target is None:
-        target = min(budget.prompt_limit // 2, budget.compact_at)
+        target = budget.compaction_target(base, summary_tokens)
 
     # A cut at j sends messages[j:] as they are. Never cut before a tool result (it would
     # leave its call behind), never after a pending call, and keep at least the last step.
@@ -259,7 +278,6 @@ def plan_compaction(
         for j in range(start, max(start, last) + 1)
         if j == start or not isinstance(messages[j], ToolMessage)
     ]
-    base = fixed_tokens + sum(sizes[:start])
 
     def split(j: int) -> tuple[tuple[int, ...], tuple[int, ...]]:
         held = (latest,) if latest is not None and start <= latest < j else ()

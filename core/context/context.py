@@ -9,11 +9,14 @@ A request is, in this order:
 - the system prompt, with the thread's summary when it has one;
 - the history the summary does not cover, as stored: each request from the person with its
   route's note after it (core.context.prompts.ROUTE_NOTES), replies without their reasoning, a tool
-  result too large for the context cut with a note that says so;
+  result too large for the context cut with a note that says so, and earlier turns' results
+  past a share of the room sent as their heads (ContextKeeper.old_results);
 - for the router only, its question after the person's latest words.
 
 Nothing in it changes once sent, so request N+1 begins with request N and the server's
-prompt cache serves all but the new tokens, across route switches too.
+prompt cache serves all but the new tokens, across route switches too. The exception: when a
+turn starts, an earlier result may be shortened, and the server processes again from there
+(on 4096 tokens, the last turn's tail).
 
 Keeping within the context: the server's count of the request that made the last reply (its
 usage) is the truth, and only the messages after that reply are estimated (core.context.budget).
@@ -73,6 +76,14 @@ COMPACTED = "compacted"  # the custom stream event of a compaction
 # high only compacts a little early until the server's first count replaces the estimate.
 SCHEMA_CHARS_PER_TOKEN = 2
 
+# Tool results of earlier turns (file contents read turns ago, the bulk of a file agent's
+# thread) are sent whole, newest first, while they fit this share of the room the prompt
+# leaves the conversation (core.context.budget.Budget.room); older ones as their first
+# OLD_RESULT_HEAD characters and a note. On 4096 tokens a 2 KB file is past a quarter of the
+# room, so only the current turn's results are whole; on 32K, about 20 KB of recent results.
+OLD_RESULTS_SHARE = 4
+OLD_RESULT_HEAD = 120
+
 # The router's reply limit: its one word, with room for a line of a reasoning model's
 # thought. The route is read from whatever came back, cut or not (agent_graph.parse_route).
 ROUTE_MAX_TOKENS = 32
@@ -113,6 +124,9 @@ class ContextKeeper:
         self._max_tokens = max_tokens
         self.system_prompt = system_prompt
         self.tool_tokens = -(-len(schema_text(tools)) // SCHEMA_CHARS_PER_TOKEN) if tools else 0
+        # The server's count of the fixed part less our estimate of it, once a reply's usage
+        # says (learn_fixed): every thread of the agent sends the same fixed part.
+        self.fixed_error: int | None = None
         self._bound: dict[str, Any] = {}
 
     # -- the request ---------------------------------------------------------------------------
@@ -124,9 +138,29 @@ class ContextKeeper:
         return self.budget.max_tokens if self.budget is not None else self._max_tokens
 
     @property
-    def fixed_tokens(self) -> int:
+    def estimated_fixed(self) -> int:
         """The estimated fixed part: tools and the system prompt without a summary."""
         return self.tool_tokens + MESSAGE_OVERHEAD + estimate_text(self.system_prompt)
+
+    @property
+    def fixed_tokens(self) -> int:
+        """The fixed part as the server counts it once a reply said, else the estimate."""
+        return self.estimated_fixed + (self.fixed_error or 0)
+
+    def learn_fixed(self, request: Sequence[BaseMessage], response: AIMessage) -> None:
+        """Learn the fixed part's real size from the first reply to a request that is mostly
+        the fixed part (a thread's first router request): the server's usage.prompt_tokens
+        less our estimate of the few messages. Tool schemas are where the estimate is least
+        sure (real templates add their own tool instructions; tokenizers differ)."""
+        usage = response.usage_metadata
+        counted = int(usage.get("input_tokens") or 0) if usage else 0
+        if self.fixed_error is not None or counted <= 0:
+            return
+        whole = self.tool_tokens + estimate_messages(request)
+        conversation = whole - self.estimated_fixed
+        if conversation > self.estimated_fixed // 4:
+            return  # mostly conversation: its own estimate's error would swamp the count
+        self.fixed_error = counted - whole
 
     def system_text(self, summary: Summary | None) -> str:
         if summary is None:
@@ -138,12 +172,54 @@ class ContextKeeper:
     ) -> list[tuple[int, BaseMessage]]:
         """The history the summary does not cover, each message as it is sent, with its
         index in the history."""
-        shown = []
+        old = self.old_results(messages, summary, result_cap)
+        calls = {
+            call["id"]: call["name"]
+            for message in messages
+            if isinstance(message, AIMessage)
+            for call in message.tool_calls
+        }
+        shown: list[tuple[int, BaseMessage]] = []
         for index, message in enumerate(messages):
             if summary is not None and index < summary.upto and message.id not in summary.held:
                 continue
-            shown.append((index, as_sent(message, result_cap)))
+            if index in old and isinstance(message, ToolMessage):
+                tool = calls.get(message.tool_call_id) or message.name or "the tool"
+                shown.append((index, shortened(message, tool)))
+            else:
+                shown.append((index, as_sent(message, result_cap)))
         return shown
+
+    def old_results(
+        self, messages: Sequence[AnyMessage], summary: Summary | None, result_cap: int | None
+    ) -> set[int]:
+        """The tool results of earlier turns sent as their first lines: those past the
+        newest that fit a share of the room the prompt leaves the conversation.
+
+        Earlier turns only (before the person's latest message), so what is sent changes
+        when a turn starts, never within one; and once a result is shortened it stays so
+        (newer results only add to those before it), so later requests extend the one
+        before. The budget's room is reckoned with the estimated fixed part, never the
+        count learnt from the server, for the same reason.
+        """
+        if self.budget is None:
+            return set()
+        latest = next(
+            (i for i in range(len(messages) - 1, -1, -1) if isinstance(messages[i], HumanMessage)),
+            0,
+        )
+        allowance = self.budget.room(self.estimated_fixed) // OLD_RESULTS_SHARE
+        used = 0
+        for index in range(latest - 1, -1, -1):
+            message = messages[index]
+            if not isinstance(message, ToolMessage):
+                continue
+            if summary is not None and index < summary.upto and message.id not in summary.held:
+                break  # the summary stands for it and for all before it
+            used += estimate_message(as_sent(message, result_cap))
+            if used > allowance:
+                return {i for i in range(index + 1) if isinstance(messages[i], ToolMessage)}
+        return set()
 
     def request(
         self,
@@ -169,8 +245,8 @@ class ContextKeeper:
         leaves after the fixed part, a summary and the turn's own messages."""
         if self.budget is None:
             return None
-        room = self.budget.prompt_limit - self.fixed_tokens - SUMMARY_TOKENS
-        return max(100, room * 9 // 10)
+        # The estimated fixed part, not the learnt one: what is sent must not change with it.
+        return max(100, self.budget.room(self.estimated_fixed) * 9 // 10)
 
     def estimate(
         self,
@@ -179,15 +255,26 @@ class ContextKeeper:
         summary: Summary | None,
     ) -> int:
         """The request's prompt tokens: the server's count up to the last reply it made with
-        this summary, and estimates for what came after."""
+        this summary, and estimates for what came after.
+
+        A reply's count holds only while what came before it is sent as it was then: an
+        earlier result shortened since (old_results) makes it a count of a longer prompt,
+        so the latest reply with nothing shortened before it is the one trusted."""
         trusted = trusted_replies(messages, summary)
+        cap = self.result_cap()
+        old = self.old_results(messages, summary, cap)
+        where = {str(message.id): index for index, message in enumerate(messages)}
         for position in range(len(request) - 1, 0, -1):
             message = request[position]
             usage = getattr(message, "usage_metadata", None)
             if isinstance(message, AIMessage) and message.id in trusted and usage:
+                made = where.get(str(message.id), 0)
+                then = self.old_results(messages[:made], summary, cap)
+                if any(index < made for index in old - then):
+                    continue  # shortened since this reply was made
                 known = int(usage.get("input_tokens") or 0) + int(usage.get("output_tokens") or 0)
                 return known + estimate_messages(request[position + 1 :])
-        return self.tool_tokens + estimate_messages(request)
+        return self.tool_tokens + (self.fixed_error or 0) + estimate_messages(request)
 
     # -- sending -------------------------------------------------------------------------------
 
@@ -235,6 +322,7 @@ class ContextKeeper:
                 on_compacted(made)
             request = self.fitting_request(messages, summary, question)
             response = await self.bound(choice, limit or self.max_tokens).ainvoke(request)
+        self.learn_fixed(request, response)
         reply = separate_reasoning(response)
         if self.text_calls and not route_question:
             reply = read_text_calls(reply, self.tool_names)
@@ -414,6 +502,20 @@ def shrunk_summary(text: str, room: int) -> str | None:
     keep = (room - 2) * CHARS_PER_TOKEN
     cut = text[:keep].rsplit(" ", 1)[0].rstrip()
     return f"{cut} […]"
+
+
+def shortened(message: ToolMessage, tool: str) -> ToolMessage:
+    """An earlier turn's tool result as later requests send it: its head, and a note that
+    the rest is left out and how to see it again (the stored message stays whole)."""
+    text = content_text(message.content)
+    if len(text) <= 2 * OLD_RESULT_HEAD:
+        return message
+    head = text[:OLD_RESULT_HEAD]
+    cut = max(head.rfind("\n"), head.rfind(" "))
+    head = head[:cut] if cut > OLD_RESULT_HEAD // 2 else head
+    left = len(text) - len(head)
+    note = f"\n[fsagent: {left:,} more characters left out; call {tool} again for all]"
+    return message.model_copy(update={"content": head + note})
 
 
 def tool_name(schema: dict[str, Any]) -> str:

@@ -56,22 +56,36 @@ def test_estimate_request_trusts_the_server_for_what_it_has_counted() -> None:
 
 
 def test_default_max_tokens_fits_the_context() -> None:
-    assert default_max_tokens(2048) == 512
-    assert default_max_tokens(4096) == 1024
+    # An eighth of the context, at most 1024: a 1,024 reserve on 4096 left the conversation
+    # too little room after the fixed part (issue 21).
+    assert default_max_tokens(2048) == 256
+    assert default_max_tokens(4096) == 512
+    assert default_max_tokens(8192) == 1024
     assert default_max_tokens(131072) == 1024
 
 
 def test_budget_arithmetic() -> None:
     budget = Budget.for_context(4096)
-    assert budget.max_tokens == 1024 and budget.prompt_limit == 3072
+    assert budget.max_tokens == 512 and budget.prompt_limit == 3584
     # Past nine tenths of the prompt limit (issue 21: at three quarters, a 4096 context with
     # a 2 KB file a turn compacted at every turn).
-    assert budget.compact_at == 2764
-    assert budget.needs_compaction(2765) and not budget.needs_compaction(2764)
+    assert budget.compact_at == 3225
+    assert budget.needs_compaction(3226) and not budget.needs_compaction(3225)
     with pytest.raises(ValueError, match="no room for a prompt"):
         Budget(2048, 2048)
     with pytest.raises(ValueError, match="share"):
         Budget(2048, 512, threshold=1.5)
+
+
+def test_a_compaction_aims_at_half_of_what_the_fixed_part_leaves_below_the_mark() -> None:
+    budget = Budget.for_context(4096)
+    # A fixed part of 1,300 and 300 for the summary leave 1,625 below the mark: half of it is
+    # kept, half is room for the next turns.
+    assert budget.room(1300) == 3584 - 1300 - 300
+    assert budget.compaction_target(1300) == 1300 + 300 + (3225 - 1600) // 2
+    assert 1600 < budget.compaction_target(1300) < budget.compact_at
+    # A fixed part over the mark leaves nothing to aim at but the minimum.
+    assert budget.compaction_target(3300) == 3600 and budget.room(3400) == 0
 
 
 # -- compaction ----------------------------------------------------------------------------
@@ -105,7 +119,7 @@ def ten(_: BaseMessage) -> int:
     return 10  # every message costs 10 tokens: plans easy to reckon by hand
 
 
-BUDGET = Budget(context_length=1000, max_tokens=200)  # prompt limit 800, compaction at 600
+BUDGET = Budget(context_length=1000, max_tokens=200)  # prompt limit 800, compaction at 720
 
 
 def assert_whole(messages: list[BaseMessage], plan: CompactionPlan) -> None:

@@ -11,10 +11,10 @@ from pathlib import Path
 import pytest
 from langchain_core.messages import AIMessage, BaseMessage, HumanMessage, ToolMessage
 
-from core.context.budget import SUMMARY_PREFIX, Budget
+from core.context.budget import SUMMARY_PREFIX, Budget, estimate_messages
 from core.context.chat_model import make_chat_model
 from core.context.context import ROUTE_KEY, ContextKeeper
-from core.context.prompts import ROUTE_NOTES, SYSTEM_PROMPT
+from core.context.prompts import ROUTE_NOTES, ROUTE_QUESTION, SYSTEM_PROMPT
 from core.context.reasoning import ThinkSplitter
 from core.context.replies import REASONING_KEY, mark_cut, separate_reasoning
 from core.context.summary import Summary
@@ -23,7 +23,7 @@ from core.tools.server_process import start_server, stop_server
 from core.tools.tool_groups import ALLOWED_TOOLS
 from core.tools.tool_schemas import HIDDEN_PARAMETERS, NOT_OFFERED, offered_tools
 from core.tools.tools import open_tools
-from fake_llm import FakeLLM, render_prompt, tokenize
+from fake_llm import FakeLLM, render_prompt, text, tokenize
 from local_model import LocalModel, request_kind
 
 
@@ -187,12 +187,20 @@ def test_a_request_sends_notes_no_reasoning_and_results_that_fit() -> None:
         HumanMessage("thanks", id="h2"),
     ]
     keep = keeper(Budget.for_context(4096))
+    # While its turn goes on, the result is cut only to what the context can hold.
+    during = keep.request(history[:3], None)
+    assert "more characters of this result were left out" in str(during[3].content)
+    assert len(str(during[3].content)) < 3 * keep.budget.context_length  # type: ignore[union-attr]
     request = keep.request(history, None)
     assert request[0].content == SYSTEM_PROMPT
     assert request[1].content == f"find milk\n\n{ROUTE_NOTES['search']}"
     assert REASONING_KEY not in request[2].additional_kwargs
-    assert "more characters of this result were left out" in str(request[3].content)
-    assert len(str(request[3].content)) < 3 * keep.budget.context_length  # type: ignore[union-attr]
+    # Once the turn is over, its head only, and how to see it all again.
+    whole = "notes.md:1:milk\n" * 2000
+    head, note = str(request[3].content).split("\n[fsagent: ")
+    assert whole.startswith(head) and head.endswith("milk") and len(head) <= 120
+    assert note == f"{len(whole) - len(head):,} more characters left out; call grep again for all]"
+    assert history[2].content == whole  # the stored result is whole
     assert request[5].content == "thanks"
     # The same history makes the same request, every time.
     assert keep.request(history, None) == request
@@ -293,3 +301,89 @@ def test_a_summary_that_cannot_shrink_the_request_is_dropped() -> None:
     before = keep.estimate(keep.request(history, None), history, None)
     made = asyncio.run(keep.compact(history, None, why="overflow", before=before, target=0))
     assert made is None
+
+
+# -- earlier results, and the fixed part as the server counts it ---------------------------
+
+
+def read_turns(count: int, size: int = 2048) -> list[BaseMessage]:
+    """`count` turns that each read a file of `size` characters, then the next request."""
+    history: list[BaseMessage] = []
+    for n in range(count):
+        call = {"name": "read_file", "args": {"path": f"n{n}.md"}, "id": f"c{n}"}
+        history += [
+            HumanMessage(f"read n{n}.md", id=f"h{n}"),
+            AIMessage("", id=f"a{n}", tool_calls=[call]),
+            ToolMessage(f"file {n}\n" + "words " * (size // 6), tool_call_id=f"c{n}", id=f"t{n}"),
+            AIMessage(f"Read n{n}.md.", id=f"r{n}"),
+        ]
+    return [*history, HumanMessage(f"read n{count}.md", id=f"h{count}")]
+
+
+def sent_results(request: list[BaseMessage]) -> list[int]:
+    return [len(str(m.content)) for m in request if isinstance(m, ToolMessage)]
+
+
+def test_earlier_results_are_shortened_newest_last_and_only_when_a_turn_starts() -> None:
+    # No tools: the fixed part is ~90 tokens, so a quarter of the room on 4096 holds one 2 KB
+    # result but not two.
+    keep = keeper(Budget.for_context(4096))
+    for turns in range(1, 6):
+        history = read_turns(turns)
+        lengths = sent_results(keep.request(history, None))
+        assert lengths[-1] > 2000  # the latest earlier result is whole
+        assert all(length < 200 for length in lengths[:-1])  # older ones are heads
+        # Within the next turn nothing changes: its requests extend this one.
+        call = {"name": "read_file", "args": {"path": "x.md"}, "id": "cx"}
+        going = [*history, AIMessage("", id="ax", tool_calls=[call])]
+        going += [ToolMessage("new " * 500, tool_call_id="cx", id="tx")]
+        assert keep.request(going, None)[: len(lengths) * 4 + 2] == keep.request(history, None)
+    # The stored messages are never changed.
+    assert all(len(str(m.content)) > 2000 for m in history if isinstance(m, ToolMessage))
+    # With room to spare (32K) every result is sent whole.
+    roomy = keeper(Budget.for_context(32768))
+    assert all(length > 2000 for length in sent_results(roomy.request(read_turns(5), None)))
+
+
+def test_a_count_made_before_a_result_was_shortened_is_not_trusted() -> None:
+    history = read_turns(2)
+    # The server counted each reply's request; the last reply's request held t1 whole.
+    history[1].usage_metadata = {"input_tokens": 100, "output_tokens": 10, "total_tokens": 110}
+    history[3].usage_metadata = {"input_tokens": 800, "output_tokens": 5, "total_tokens": 805}
+    history[5].usage_metadata = {"input_tokens": 850, "output_tokens": 10, "total_tokens": 860}
+    history[7].usage_metadata = {"input_tokens": 1550, "output_tokens": 5, "total_tokens": 1555}
+    keep = keeper(Budget.for_context(4096))
+    request = keep.request(history, None)
+    assert sent_results(request)[0] < 200  # t0 is sent as its head now
+    # Trusted: the count of a1's request (nothing before a1 was shortened since), then the
+    # estimates of what follows, t0 as it is sent now; not r1's count, which held t0 whole.
+    after_a0 = request[3:]
+    assert keep.estimate(request, history, None) == 110 + estimate_messages(after_a0)
+    assert keep.estimate(request, history, None) < 1555
+
+
+def test_the_fixed_part_is_learnt_from_the_first_reply(schemas: dict) -> None:
+    offered, _ = schemas["all"]
+    with FakeLLM([text("filesystem")], flavour="llamacpp", context=4096) as llm:
+        chat = make_chat_model(llm.base_url, "fake-model", max_tokens=512)
+        keep = ContextKeeper(lambda: chat, offered, budget=Budget.for_context(4096))
+        estimated = keep.fixed_tokens
+        history: list[BaseMessage] = [HumanMessage("read notes.md", id="h0")]
+        asyncio.run(keep.send(history, None, route_question=True))
+        [request] = llm.requests
+    counted = llm.prompt_tokens(request)
+    assert keep.fixed_error is not None
+    assert keep.fixed_tokens == estimated + keep.fixed_error
+    # The whole request, estimated again, is now what the server counted.
+    sent = keep.request(history, None, question=ROUTE_QUESTION)
+    assert keep.tool_tokens + keep.fixed_error + estimate_messages(sent) == counted
+    # What is sent never depends on it: results are cut by the estimated fixed part.
+    assert keep.result_cap() == Budget.for_context(4096).room(keep.estimated_fixed) * 9 // 10
+
+
+def test_the_fixed_part_is_not_learnt_from_a_request_that_is_mostly_conversation() -> None:
+    with FakeLLM([text("Done.")], flavour="llamacpp", context=8192) as llm:
+        chat = make_chat_model(llm.base_url, "fake-model", max_tokens=512)
+        keep = ContextKeeper(lambda: chat, [], budget=Budget.for_context(8192))
+        asyncio.run(keep.send(read_turns(3), None))
+    assert keep.fixed_error is None
