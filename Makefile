@@ -9,7 +9,7 @@ MYPY := $(VENV)/bin/mypy --strict core store agent_graph.py display.py agent.py 
 # downloaded here). Installed when missing; if that fails the test fails and says why.
 CHROMIUM := /usr/bin/chromium
 
-.PHONY: run test bench demo regress lint typecheck clean postgres acl conformance
+.PHONY: run test bench demo regress lint typecheck clean postgres acl conformance conformance-suite
 
 $(STAMP): pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -45,7 +45,7 @@ $(CHROMIUM):
 # The import rules and the types first: a broken layout or contract fails fast. Tests run on every core (-n auto).
 # Then the MCP server's whole suite again on its portable path (mcp_servers/platform_calls.py:
 # as on macOS, without O_PATH or preadv).
-test: $(STAMP) postgres acl $(CHROMIUM)
+test: $(STAMP) postgres acl conformance-suite $(CHROMIUM)
 	$(VENV)/bin/lint-imports
 	$(MYPY)
 	$(PY) -m pytest -q -n auto $(PYTEST_ARGS)
@@ -71,11 +71,16 @@ lint: $(STAMP)
 # Node 22, installed with the suite by npm outside the repo; the test suite runs the scenarios
 # that apply to any server once this has installed them.
 CONFORMANCE_DIR ?= $(HOME)/.cache/fsagent-conformance
-conformance: $(STAMP)
-	@test -x $(CONFORMANCE_DIR)/node_modules/.bin/conformance || \
-	  npm install --silent --no-audit --no-fund --prefix $(CONFORMANCE_DIR) \
-	  node@22 @modelcontextprotocol/conformance@0.1.16
+conformance: $(STAMP) conformance-suite
 	FSAGENT_CONFORMANCE_DIR=$(CONFORMANCE_DIR) $(PY) tests/mcp_servers/run_conformance.py
+
+# The suite and its Node 22, for `make conformance` and for the tests, which run the scenarios
+# that apply to any server: installed here when missing, quietly, like postgres and acl.
+conformance-suite:
+	@test -x $(CONFORMANCE_DIR)/node_modules/.bin/conformance || { \
+	  echo "installing the MCP conformance suite and Node 22 into $(CONFORMANCE_DIR)"; \
+	  npm install --silent --no-audit --no-fund --prefix $(CONFORMANCE_DIR) \
+	    node@22 @modelcontextprotocol/conformance@0.1.16; }
 
 # The contracts' home, strictly typed: any error fails `make lint` and `make test`.
 typecheck: $(STAMP)
