@@ -41,9 +41,9 @@ def test_a_request_too_big_for_the_context_is_refused_over_http_as_at_the_termin
     workspace: Workspace,
 ):
     # The same server the terminal's test refuses "hello" on (tests/test_long_threads.py):
-    # llama.cpp says its context is 2048 tokens, less than the tools and instructions need.
+    # llama.cpp says its context is 1536 tokens, less than the tools and instructions need.
     async def scenario() -> None:
-        with FakeLLM([text("Hello.")], flavour="llamacpp", context=2048) as llm:
+        with FakeLLM([text("Hello.")], flavour="llamacpp", context=1536) as llm:
             async with serving(workspace, llm.base_url) as served:
                 events = await served.say("t", "hello")
                 shown = await served.client.get("/api/threads/t")
@@ -51,7 +51,7 @@ def test_a_request_too_big_for_the_context_is_refused_over_http_as_at_the_termin
             assert llm.requests == []  # no model request at all, not even the router's
 
         [error] = [data["text"] for kind, data in events if kind == "error"]
-        assert "does not fit the model's context" in error and "2048 tokens" in error
+        assert "does not fit the model's context" in error and "1536 tokens" in error
         assert "--read-only" in error and "larger context" in error
         assert events[-1] == ("done", {"thread": "t", "status": "error"})
         # Nothing was stored: the thread does not exist, as after the terminal's refusal.
@@ -66,7 +66,7 @@ def test_a_request_too_big_for_the_context_is_refused_over_http_as_at_the_termin
 def test_a_cut_reply_and_reasoning_arrive_over_sse(workspace: Workspace):
     script = [
         text("general"),
-        # Thinks first, then loops until the reply limit (a quarter of 8192: 1024 tokens).
+        # Thinks first, then loops until the reply limit (an eighth of 8192: 1024 tokens).
         reply(reasoning="They want a long story.", loop="Once upon a time. "),
     ]
 
