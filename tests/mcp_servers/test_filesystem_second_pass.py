@@ -226,7 +226,16 @@ def deep_tree(top: Path, depth: int) -> None:
     os.close(fd)
 
 
-def test_a_folder_copy_out_of_file_descriptors_fails_whole(root: Path) -> None:
+@pytest.fixture
+def deep_root(root: Path) -> Iterator[Path]:
+    yield root
+    # pytest empties old temp folders with shutil.rmtree, which recurses once per level and
+    # fails on 1,200 (RecursionError), breaking a later run's start or end; rm walks it with fts.
+    subprocess.run(["rm", "-rf", str(root)], check=True)
+
+
+def test_a_folder_copy_out_of_file_descriptors_fails_whole(deep_root: Path) -> None:
+    root = deep_root
     deep_tree(root / "deep", 1200)  # once: 507 folders and 0 files copied, answered OK
     with FilesystemServer([root], wrapper=["prlimit", "--nofile=1024:1024"]) as server:
         result = server.call("copy", source="deep", destination="copy")
