@@ -46,6 +46,7 @@ from core.threads.messages import append_messages, content_text, last_ai_message
 from core.threads.threads import MAX_MODEL_CALLS_PER_TURN, PERSON_UPDATE
 from core.tools.tool_groups import ASK_PERSON, ROUTES, WRITE_TOOLS
 from core.tools.tool_schemas import offered_tools
+from core.tools.tools import call_tool
 from store.base import Store
 
 # --- state ---------------------------------------------------------------------------------
@@ -331,13 +332,19 @@ async def run_tools(
     results = []
     route = state.get("route")
     turn = state.get("turn", 0)
+    # The judge's plans are as fresh as can be until a write runs, unless the batch waited
+    # for a person (for days, perhaps): then the undo records ask the server again.
+    planned = {} if approval.someone_decided(approvals) else state.get("plans") or {}
     for call in message.tool_calls:
         refusal = approval.answer_without_running(call, approvals, schemas, route)
         if refusal is None and call["name"] == ASK_PERSON:
             refusal = questions.answer_message(call, approvals.get(str(call["id"])))
+        fresh = planned.get(str(call["id"]))
         ran = refusal or await run_call(
-            call, approvals, str(message.id), thread, turn, tools, store, root
+            call, approvals, str(message.id), thread, turn, tools, store, root, fresh
         )
+        if refusal is None and call["name"] in WRITE_TOOLS:
+            planned = {}
         results.append(ran)
     results += [approval.answer_invalid_call(c) for c in message.invalid_tool_calls]
     return {"messages": results, "approvals": {}}
@@ -352,6 +359,7 @@ async def run_call(
     tools: dict[str, BaseTool],
     store: Store | None,
     root: str,
+    fresh_plan: Any = None,
 ) -> Any:
     def run() -> Any:
         return _run_call(call, approvals, tools)
@@ -362,7 +370,7 @@ async def run_call(
 
     async def keep() -> None:
         used = await store.undo_bytes(thread)
-        record, size = await capture(call["name"], args, tools, root, used)
+        record, size = await capture(call["name"], args, tools, root, used, fresh_plan)
         await store.keep_undo(
             thread, message_id, call["id"], turn, call["name"], args, record, size
         )
@@ -412,10 +420,8 @@ async def _run_call(
     expect = record.get("expect") if record is not None else None
     sent = {**args, "expect": expect} if expect else args
     try:
-        result = await tools_by_name[call["name"]].ainvoke(
-            {"type": "tool_call", "name": call["name"], "args": sent, "id": call["id"]}
-        )
-        text, failed = content_text(result.content), result.status == "error"
+        content, failed = await call_tool(tools_by_name[call["name"]], sent, str(call["id"]))
+        text = content_text(content)
     except Exception as error:  # a broken pipe to the server must not lose the whole turn
         text, failed = f"Error: {call['name']} failed: {error}", True
     if record is not None and record.get("edited"):

@@ -225,6 +225,11 @@ def steps_write(record: UndoRecord, result: dict[str, Any], force: bool) -> list
     kept, root = record.record, record.record.get("root")
     path, before = kept["path"], kept["before"]
     left = {path: {"sha256": result["new_sha256"]}}
+    if before["state"] == "absent" and result.get("old_sha256"):
+        raise CannotTakeBack(
+            "a file appeared there between its check and the write, which replaced it; what "
+            "it replaced was not kept"
+        )
     if before["state"] == "absent":
         what = f"{shown(path, root)} ({record.tool} created it)"
         return [Step("delete", {"path": path}, left, "delete", what)] + remove_created(
@@ -243,8 +248,8 @@ def steps_write(record: UndoRecord, result: dict[str, Any], force: bool) -> list
 def steps_touch(record: UndoRecord, result: dict[str, Any], force: bool) -> list[Step]:
     kept, root = record.record, record.record.get("root")
     path, before = kept["path"], kept["before"]
-    if before["state"] != "absent":
-        return []  # it only changed a time stamp
+    if before["state"] != "absent" or result.get("created") is False:
+        return []  # it only changed a time stamp (of a file that appeared after its check)
     left = {path: {"sha256": EMPTY_SHA256}}
     what = f"{shown(path, root)} (touch created it)"
     return [Step("delete", {"path": path}, left, "delete", what)] + remove_created(
@@ -255,8 +260,8 @@ def steps_touch(record: UndoRecord, result: dict[str, Any], force: bool) -> list
 def steps_make_dir(record: UndoRecord, result: dict[str, Any], force: bool) -> list[Step]:
     kept, root = record.record, record.record.get("root")
     before = kept["before"]
-    if before["state"] != "absent":
-        return []
+    if before["state"] != "absent" or result.get("created") is False:
+        return []  # the folder was there: made by someone else after its check, if not before
     return remove_created([*before["created"], kept["path"]], root, "make_dir")
 
 

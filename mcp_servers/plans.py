@@ -5,7 +5,8 @@ to it.
 argument, the canonical path the server would act on (decoded from the shown form of
 `names.py`, normalised, resolved the way the tool itself resolves it) and the state found
 there now: whether it exists, its type, size and sha256 for a file, the link text for a
-symlink, and for a folder the full count of what is inside and a fingerprint of it. The
+symlink, and for a folder the full count of what is inside and a fingerprint of it; for a
+path that does not exist, the folders a write there would create (`creates`). The
 client judges its rules and shows its preview from this answer, never from the text the model
 wrote, so `docs/..\\x2ffsagent.toml` is judged as `fsagent.toml`.
 
@@ -26,7 +27,7 @@ from mcp.server.fastmcp.exceptions import ToolError
 
 from mcp_servers.answers import to_json
 from mcp_servers.budget import check_budget
-from mcp_servers.dirfd import LIST_FLAGS, entry_stat, is_ours
+from mcp_servers.dirfd import LIST_FLAGS, PATH_FLAGS, entry_stat, is_ours
 from mcp_servers.fileio import kind_of, open_checked, sha256_of_fd
 from mcp_servers.names import parse, show
 from mcp_servers.sandbox import Resolved
@@ -75,9 +76,33 @@ class PlanTools(ToolBase):
                     "relative": show(resolved.real.relative_to(resolved.root).as_posix()),
                     "path": self.relative(resolved.real),
                     "state": self.state_of(resolved),
+                    **self.creates(resolved),
                 }
             )
         return paths
+
+    def creates(self, resolved: Resolved) -> dict[str, list[str]]:
+        """For a path that does not exist: the folders a write there would make on its way,
+        outermost first (`creates`), so the client's undo record needs no call of its own.
+        Left out when it cannot be known (a name on the way that is not a folder)."""
+        if resolved.exists or resolved.real in self.sandbox.roots:
+            return {}
+        root, names = self.places.names_below_root(resolved.real)
+        folder = os.dup(self.places.root_fds[root])
+        try:
+            for depth, name in enumerate(names[:-1]):
+                try:
+                    below = os.open(name, PATH_FLAGS, dir_fd=folder)
+                except FileNotFoundError:
+                    missing = range(depth + 1, len(names))
+                    return {"creates": [self.relative(root.joinpath(*names[:n])) for n in missing]}
+                except OSError:
+                    return {}
+                os.close(folder)
+                folder = below
+            return {"creates": []}
+        finally:
+            os.close(folder)
 
     def state_of(self, resolved: Resolved) -> dict[str, Any]:
         if not resolved.exists:

@@ -58,4 +58,3 @@ def missing_file(path: Path, *, need_file: bool = False) -> Missing | None:
         sentence=f"{path} does not exist",
         no_store=f"--db {path}: no such thread file; pass the --db fsagent ran with",
     )
-

@@ -55,9 +55,7 @@ async def decide(
     judged = await judge(given, schemas=schemas, policy=policy, mode=mode, tools=tools)
     if judged.goto != "approve":
         return judged
-    return approve(
-        {**given, **judged.update}, schemas=schemas, policy=policy, mode=mode, ask=ask
-    )
+    return approve({**given, **judged.update}, schemas=schemas, policy=policy, mode=mode, ask=ask)
 
 
 class Person:

@@ -25,6 +25,8 @@ APPROVAL_KIND: Final = "approval"
 # Version 2 added `respond`. A version-1 payload (a thread paused by an older release) still
 # resumes: the resume value has the same shape, and what it may say is judged by tool here.
 APPROVAL_VERSION = 2
+# Who decides without a person: the rules, the --approve mode, a grant the person gave.
+AUTOMATIC: Final = ("rule", "mode", "grant")
 RESUMABLE_VERSIONS: frozenset[int] = frozenset({1, 2})
 ALL_DECISIONS: tuple[str, ...] = ("approve", "edit", "reject", "respond")
 # A delete has nothing to edit that would not be a different call; approve, reject or answer.
@@ -248,6 +250,12 @@ def record_decisions(
     return records
 
 
+def someone_decided(approvals: Mapping[str, ApprovalRecord]) -> bool:
+    """Whether a person (at the terminal, an admin, a piped answer) decided any call of the
+    batch: then it waited, for days perhaps, since its judge step."""
+    return any(record.get("by") not in AUTOMATIC for record in approvals.values())
+
+
 def decided_by(decision: Any) -> str:
     by = decision.get("by") if isinstance(decision, dict) else None
     return by if by in PERSON_SOURCES else "person"
@@ -368,7 +376,7 @@ def recheck(recorded: ApprovalRecord, now: ApprovalRecord | None) -> ApprovalRec
         return recorded  # a reject or respond is final
     if now is not None and now.get("type") == "reject":
         return now | {"recheck": True}  # stricter now: a deny rule, or --approve no
-    if recorded.get("by") in ("rule", "mode", "grant") and not is_approved(now):
+    if recorded.get("by") in AUTOMATIC and not is_approved(now):
         return None  # it was approved without the person; the rules no longer say so
     return recorded
 

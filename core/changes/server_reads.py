@@ -14,6 +14,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from core.threads.messages import content_text
+from core.tools.tools import call_tool
 
 Tools = dict[str, Any]
 
@@ -54,21 +55,12 @@ async def ask(tools: Tools, name: str, args: dict[str, Any]) -> str:
     """Call a read-only (or dry-run) tool; its error text becomes a ReadError."""
     if name not in tools:
         raise ReadError(f"the server offers no {name}")
-    tool = tools[name]
     try:
-        if getattr(tool, "response_format", None) == "content_and_artifact" and getattr(
-            tool, "coroutine", None
-        ):
-            # The MCP tool's own coroutine, which ainvoke calls after its callbacks and
-            # before wrapping a ToolMessage: 40% less of our CPU per call, and these reads
-            # run before every approved write. An error comes as ToolException.
-            content, _ = await tool.coroutine(**args)
-            return content_text(content)
-        result = await tool.ainvoke({"type": "tool_call", "name": name, "args": args, "id": "read"})
+        content, failed = await call_tool(tools[name], args, "read")
     except Exception as error:  # a read must never stop a review or a write
         raise ReadError(str(error)) from error
-    text = content_text(result.content)
-    if result.status == "error":
+    text = content_text(content)
+    if failed:
         raise ReadError(text)
     return text
 

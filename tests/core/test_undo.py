@@ -125,6 +125,29 @@ def test_undo_takes_back_a_turn_of_every_write_tool(workspace: Workspace):
     assert len([r for r in rows if r["decision"] == "approve"]) == 10
 
 
+def test_a_new_file_written_twice_in_one_message_is_taken_back_whole(workspace: Workspace):
+    # The first write's record comes from the judge's plan (the file absent, its folder
+    # there); the second's may not: the plan was made before the first write ran.
+    (workspace.root / "sub").mkdir()
+    before = tree_snapshot(workspace.root)
+    calls = [
+        tool_call("write_file", {"path": "sub/new.txt", "content": "one\n"}, id="c1"),
+        tool_call("write_file", {"path": "sub/new.txt", "content": "two\n"}, id="c2"),
+        tool_call("touch", {"path": "sub/new.txt"}, id="c3"),
+    ]
+    with FakeLLM(write_turn(calls), auto_route="filesystem") as llm:
+        wrote = workspace.run(llm.base_url, "write it\n", "--approve", "yes")
+    assert wrote.returncode == 0, wrote.stderr
+    assert (workspace.root / "sub" / "new.txt").read_text() == "two\n"
+
+    undone = workspace.run(NO_LLM, "y\n", "undo", "t")
+
+    assert undone.returncode == 0, undone.stdout + undone.stderr
+    assert "cannot" not in undone.stdout
+    assert "restores sub/new.txt to its content before write_file" in undone.stdout
+    assert tree_snapshot(workspace.root) == before
+
+
 def test_undo_refuses_a_file_changed_since_and_force_restores_it(workspace: Workspace):
     (workspace.root / "a.txt").write_text("old\n")
     calls = [tool_call("write_file", {"path": "a.txt", "content": "new\n"}, id="c1")]

@@ -115,3 +115,18 @@ def test_a_same_size_edit_is_caught_by_its_sha256(root: Path) -> None:
         result = server.call("patch_file", path="docs/a.md", edits=edits, expect=expect)
         assert result.is_error and "precondition failed" in result.text
         assert (root / "docs" / "a.md").read_text() == "version 9\n"
+
+
+def test_plan_of_a_new_path_names_the_folders_a_write_would_create(root: Path) -> None:
+    with FilesystemServer([root]) as server:
+        (deep,) = planned(server, "write_file", path="new/er/file.txt", content="x")
+        assert deep["state"] == {"exists": False} and deep["creates"] == ["new", "new/er"]
+        (beside,) = planned(server, "touch", path="docs/b.md")
+        assert beside["creates"] == []
+        (made,) = planned(server, "make_dir", path="docs/..\\x2fnew")
+        assert made["path"] == "new" and made["creates"] == []
+        (there,) = planned(server, "write_file", path="docs/a.md", content="x")
+        assert "creates" not in there  # it exists: nothing is made on the way
+        source, destination = planned(server, "copy", source="docs/a.md", destination="x/y.md")
+        assert "creates" not in source and destination["creates"] == ["x"]
+    assert sorted(path.name for path in root.iterdir()) == ["docs", "fsagent.toml"]
