@@ -1088,13 +1088,11 @@ async def in_thread_roots(store: Store, args: argparse.Namespace, settings: Sett
     if not args.root:
         return dataclasses.replace(settings, roots=started, policy=policy)
     given = tuple(Path(os.path.realpath(root)) for root in settings.roots)  # noqa: ASYNC240
-    if given == started or args.other_root:
-        return settings
-    raise StartupError(
-        f"thread '{args.name}' was started with --root {' --root '.join(map(str, started))}, "
-        f"not --root {' --root '.join(map(str, given))}; leave --root out to act in its "
-        "roots, or pass --other-root to act in these"
-    )
+    from core.opening import check_roots as check_thread_roots
+
+    back = "leave --root out to act in its roots"
+    await check_thread_roots(store, args.name, given, other_roots=args.other_root, way_back=back)
+    return settings
 
 
 @asynccontextmanager

@@ -77,10 +77,16 @@ async def open_thread(
 
 
 async def check_roots(
-    store: Store, thread: str, roots: Sequence[Path], *, other_roots: bool = False
+    store: Store,
+    thread: str,
+    roots: Sequence[Path],
+    *,
+    other_roots: bool = False,
+    way_back: str = "act in its roots",
 ) -> None:
     """A thread's recorded roots (store migration 6) against the ones it is opened with, for
-    every way in at once. A thread from before fsagent kept its roots is opened anywhere."""
+    every way in at once. A thread from before fsagent kept its roots is opened anywhere.
+    `way_back` says how the front-end acts in the recorded roots instead."""
     recorded = await store.thread_settings(thread)
     started = [str(root) for root in (recorded or {}).get("roots") or []]
     given = [str(root) for root in roots]
@@ -88,8 +94,8 @@ async def check_roots(
         return
     raise OtherRoots(
         f"thread '{escaped(thread)}' was started with --root {' --root '.join(started)}, "
-        f"not --root {' --root '.join(given)}; act in its roots, or pass --other-root "
-        "to act in these"
+        f"not --root {' --root '.join(given)}; {way_back}, or pass --other-root to act in "
+        "these"
     )
 
 

@@ -84,15 +84,21 @@ class MarkdownAnswer:
             rendered.pop()
         self.rendered_at = time.monotonic()
         self.render_seconds = self.rendered_at - started
-        return [
-            [Segment(ANSWER_PREFIX if n == 0 else " " * len(ANSWER_PREFIX)), *line]
-            for n, line in enumerate(rendered)
-        ]
+        return under_prefix(rendered)
 
     def due(self) -> bool:
         """Re-render no more often than it costs: a long answer takes longer to render."""
         wait = max(MIN_RENDER_SECONDS, 4 * self.render_seconds)
         return time.monotonic() - self.rendered_at >= wait
+
+
+def under_prefix(lines: list[list[Segment]]) -> list[list[Segment]]:
+    """Rendered lines as the answer shows them: `agent> ` before the first, its width of
+    spaces before the rest."""
+    return [
+        [Segment(ANSWER_PREFIX if n == 0 else " " * len(ANSWER_PREFIX)), *line]
+        for n, line in enumerate(lines)
+    ]
 
 
 def trim(line: Iterable[Segment]) -> list[Segment]:
@@ -181,10 +187,7 @@ class LiveArea:
         tail = unsure[-LIVE_LINES * width :].split("\n")[-LIVE_LINES:]
         options = self.console.options.update(width=width)
         rendered = self.console.render_lines(Text("\n".join(tail), style="dim"), options)
-        self.unsure_lines = [
-            [Segment(ANSWER_PREFIX if n == 0 else " " * len(ANSWER_PREFIX)), *trim(line)]
-            for n, line in enumerate(rendered[-LIVE_LINES:])
-        ]
+        self.unsure_lines = under_prefix([trim(line) for line in rendered[-LIVE_LINES:]])
         self.unsure_drawn = len(unsure)
 
     def end_answer(self) -> None:
