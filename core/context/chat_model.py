@@ -5,10 +5,15 @@ from __future__ import annotations
 
 from typing import Any
 
+import openai
 from langchain_openai import ChatOpenAI
 from pydantic import SecretStr
 
 from core.context.replies import REASONING_FIELDS, REASONING_KEY
+from core.context.tls import is_plain_http, verify_for
+
+# A local model may think for minutes before its first token.
+REQUEST_SECONDS = 600
 
 
 class PlainJSONChatOpenAI(ChatOpenAI):
@@ -62,6 +67,19 @@ def make_chat_model(
     *,
     max_tokens: int | None = None,
 ) -> PlainJSONChatOpenAI:
+    clients: dict[str, Any] = {}
+    if is_plain_http(base_url):
+        # ChatOpenAI's own clients (a sync one too, which fsagent never uses) would each load
+        # the CA bundle for a server that speaks no TLS: core/context/tls.py.
+        verify = verify_for(base_url)
+        clients = {
+            "http_client": openai.DefaultHttpxClient(
+                base_url=base_url, timeout=REQUEST_SECONDS, verify=verify
+            ),
+            "http_async_client": openai.DefaultAsyncHttpxClient(
+                base_url=base_url, timeout=REQUEST_SECONDS, verify=verify
+            ),
+        }
     return PlainJSONChatOpenAI(
         callbacks=callbacks,
         base_url=base_url,
@@ -76,5 +94,6 @@ def make_chat_model(
         max_completion_tokens=max_tokens,  # a small model can loop until its context is full
         temperature=0,
         max_retries=0,  # a local server that is down stays down; say so at once
-        timeout=600,
+        timeout=REQUEST_SECONDS,
+        **clients,
     )

@@ -48,6 +48,8 @@ from typing import Any
 
 import httpx
 
+from core.context.tls import verify_for
+
 # A local server answers at once or not at all; a probe for a path it lacks must not stall
 # start-up. Connecting gets less time than reading: a refused port fails at once anyway.
 _TIMEOUT = httpx.Timeout(5.0, connect=2.0)
@@ -127,7 +129,7 @@ async def discover(
     base = base_url.rstrip("/")
     root = base.removesuffix("/v1")
     if client is None:
-        async with httpx.AsyncClient(timeout=_TIMEOUT) as own:
+        async with httpx.AsyncClient(timeout=_TIMEOUT, verify=verify_for(base)) as own:
             return await _discover(own, base, root, requested, context_override, override_name)
     return await _discover(client, base, root, requested, context_override, override_name)
 
@@ -428,7 +430,7 @@ async def server_problem(base_url: str) -> str | None:
     """Why LM Studio cannot be reached at `base_url` now; None when it lists its models
     (`fsagent serve`'s /healthz)."""
     try:
-        async with httpx.AsyncClient(timeout=HEALTH_SECONDS) as client:
+        async with httpx.AsyncClient(timeout=HEALTH_SECONDS, verify=verify_for(base_url)) as client:
             response = await client.get(f"{base_url}/models")
             response.raise_for_status()
             response.json()
