@@ -6,8 +6,9 @@ from __future__ import annotations
 from typing import Any
 
 import openai
+from langchain_core.messages import BaseMessage
 from langchain_openai import ChatOpenAI
-from pydantic import SecretStr
+from pydantic import PrivateAttr, SecretStr
 
 from core.context.replies import REASONING_FIELDS, REASONING_KEY
 from core.context.tls import is_plain_http, verify_for
@@ -24,12 +25,31 @@ class PlainJSONChatOpenAI(ChatOpenAI):
     sends it; with the whole history in every request, that walk was about half of our CPU
     per tool step, and it grows with the thread. `extra_body` is merged into the JSON as is,
     so the body on the wire is the same.
+
+    Each message is also turned into its JSON form once, not once per request: within a
+    turn, every step's request repeats the history before it, and a write call's arguments
+    (a whole file) were encoded again at every step. The forms are kept from one request to
+    the next by the message object's identity: messages are never changed once made, a
+    history that changes holds new objects, and an object kept here cannot be freed, so its
+    id cannot name another while it is kept.
     """
+
+    _forms: dict[int, tuple[BaseMessage, dict[str, Any]]] = PrivateAttr(default_factory=dict)
 
     def _get_request_payload(
         self, input_: Any, *, stop: Any = None, **kwargs: Any
     ) -> dict[str, Any]:
-        payload = super()._get_request_payload(input_, stop=stop, **kwargs)
+        messages = self._convert_input(input_).to_messages()
+        known = self._forms
+        new = [m for m in messages if _form_of(known, m) is None]
+        payload = super()._get_request_payload(new, stop=stop, **kwargs)
+        made = iter(payload["messages"])  # one form per message given, in order
+        forms: dict[int, tuple[BaseMessage, dict[str, Any]]] = {}
+        for message in messages:
+            form = _form_of(known, message)
+            forms[id(message)] = (message, next(made) if form is None else form)
+        self._forms = forms  # only this request's: the next one repeats it
+        payload["messages"] = [forms[id(m)][1] for m in messages]
         plain = {key: payload.pop(key) for key in ("messages", "tools") if key in payload}
         # ChatOpenAI renames the reply limit to OpenAI's newer max_completion_tokens; LM
         # Studio documents only max_tokens (llama.cpp reads both), so send the one all read.
@@ -58,6 +78,13 @@ class PlainJSONChatOpenAI(ChatOpenAI):
         if thought:
             generation.message.additional_kwargs[REASONING_KEY] = thought
         return generation
+
+
+def _form_of(
+    known: dict[int, tuple[BaseMessage, dict[str, Any]]], message: BaseMessage
+) -> dict[str, Any] | None:
+    kept = known.get(id(message))
+    return kept[1] if kept is not None and kept[0] is message else None
 
 
 def make_chat_model(
