@@ -194,6 +194,7 @@ async def run_session(
     # The session at a glance: the model and its context, where the agent may read and write,
     # and who decides writes.
     lines = [line for line in (model_line, status_line(roots, approve_mode)) if line]
+    session.hold_until_known = not term.watched
     with term.ctrl_c.installed():
         try:
             return await _run_session(

@@ -89,6 +89,10 @@ class ThreadSession:
         # A reply of this model came with no think tag at all: later replies stream at once
         # (until then, text that might be reasoning closed by a bare `</think>` is held).
         self._plain_model = False
+        # Set by a front-end that no one watches as it streams (a pipe): every reply that
+        # does not open with <think> is held until it is known, so what it writes is what
+        # the thread stores, even if a model known to be plain closes a think block after all.
+        self.hold_until_known = False
         self._compactions_shown = 0  # the count of the last summary reported
 
     # -- reading the thread ----------------------------------------------------------------------
@@ -321,7 +325,8 @@ class ThreadSession:
             stream = self._streams.get(node)
             if stream is None:
                 hold = self.context.text_calls if self.context is not None else False
-                stream = self._streams[node] = ReplyStream(plain=self._plain_model, hold_calls=hold)
+                plain = self._plain_model and not self.hold_until_known
+                stream = self._streams[node] = ReplyStream(plain=plain, hold_calls=hold)
             yield from _pieces(stream.feed(chunk.content))
 
     def _flush(self, node: str, update: Any = None) -> Iterator[events.Event]:
@@ -336,7 +341,8 @@ class ThreadSession:
         yield from _pieces(stream.finish(read_as_calls=read))
         if stream.splitter.saw_bare_close:
             self._plain_model = False
-        elif stream.splitter.saw_plain:
+        elif stream.splitter.saw_plain and not read:
+            # A call written as text is not an answer: it says nothing of the think tags.
             self._plain_model = True
 
     def _ctx(self) -> int | None:
@@ -433,9 +439,17 @@ def _is_model_reply(message: Any, node: str) -> bool:
     return isinstance(message, AIMessageChunk) and node != "router"
 
 
+LATE_THINKING = (
+    "⚠ the model closed a think block it had not opened: the text above was its thinking, "
+    "kept apart from its answer, which follows"
+)
+
+
 def _pieces(shown: Shown) -> Iterator[events.Event]:
     if shown.take_back:
         yield events.Settled()
+    if shown.late_close:
+        yield events.Notice(LATE_THINKING)
     if shown.reasoning:
         yield events.Reasoning(shown.reasoning)
     if shown.answer:

@@ -108,6 +108,12 @@ class Terminal:
         self.out.write(visible(text))
         self.out.flush()
 
+    @property
+    def watched(self) -> bool:
+        """Whether a person reads the output as it comes (a terminal), so a reply is worth
+        showing before it is whole; a pipe or a file loses nothing by waiting for it."""
+        return _isatty(self.out)
+
     def stream_unsure(self, text: str) -> None:
         """Model text that may yet be reasoning. Written lines cannot be taken back, so it
         waits here: it comes again once it is known (as reasoning or as the answer)."""

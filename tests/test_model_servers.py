@@ -176,6 +176,52 @@ def test_a_bare_close_think_is_shown_apart_from_the_answer(workspace: Workspace)
     assert 0 <= out.find("thinking> They say thanks.") < out.find("agent> You're welcome.")
 
 
+# A model whose replies came plain (LM Studio parsed its thinking apart, or it wrote none)
+# and then one that holds a bare `</think>`: the parser missed it, or a call written as text
+# came first, which says nothing of the tags.
+LATER_BARE_CLOSE = {
+    "plain": (
+        [
+            text("general"),
+            text("Hello! How can I help?"),
+            text("general"),
+            text("They say thanks. A short reply.</think>You're welcome."),
+        ],
+        "hi\nthanks\n",
+        "You're welcome.",
+    ),
+    "call": (
+        [
+            text("filesystem"),
+            text(TEXT_CALLS["bare"]),
+            text("I wrote the file; say so. A short reply.</think>Done: hello.txt is written."),
+        ],
+        "create hello.txt\ny\n",
+        "Done: hello.txt is written.",
+    ),
+}
+
+
+@pytest.mark.parametrize("case", LATER_BARE_CLOSE)
+def test_a_later_bare_close_think_is_hidden_in_a_pipe_as_it_is_stored(
+    workspace: Workspace, case: str
+):
+    script, typed, answer = LATER_BARE_CLOSE[case]
+    transcript = workspace.root.parent / "t.jsonl"
+    with FakeLLM(script) as llm:
+        result = workspace.run(
+            llm.base_url, typed, "--hide-reasoning", "--transcript", str(transcript)
+        )
+        shown = workspace.run(llm.base_url, "", "threads", "show", "t", thread=None)
+
+    assert result.returncode == 0, result.stderr
+    assert "A short reply" not in result.stdout and "</think>" not in result.stdout
+    answers = [e["text"] for e in events_of(transcript) if e["event"] == "answer"]
+    assert answers[-1] == answer
+    # What the pipe printed is what the thread stores.
+    assert f"agent> {answer}" in result.stdout and f"agent> {answer}" in shown.stdout
+
+
 # -- the router's one word -----------------------------------------------------------------------
 
 

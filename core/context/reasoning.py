@@ -14,7 +14,11 @@ Tags may be split across streamed pieces. A reply that does not open with `<thin
 still be reasoning until `</think>` comes, so its text is held back as reasoning or answer
 until the tag comes or the reply ends. Meanwhile `take_unsure` gives it out as it arrives,
 for a screen that can show it for now and take it back (terminal.live). Once a reply of the
-thread came with no tag at all (`plain`), later replies are the answer as they stream.
+thread came with no tag at all (`plain`), later replies are the answer as they stream: a
+model writes the bare `</think>` in every reply or in none. Should a plain model close a
+think block after all, what streamed before the tag was shown as the answer already; the
+rest of that text is reasoning, as in the stored message, and `late_close` says so, for
+the screen to tell the person.
 """
 
 from __future__ import annotations
@@ -37,6 +41,7 @@ class ThinkSplitter:
         self.held = ""
         self.plain = plain
         self.saw_bare_close = False
+        self.late_close = False  # a plain reply closed a think block: its start was shown
         self.saw_answer = False
         self.unsure_given = 0  # of the text held while undecided, how much take_unsure gave out
 
@@ -100,11 +105,12 @@ class ThinkSplitter:
                     self.state = "answering"
             else:
                 if self.plain and CLOSE in text:
-                    # A model known to be plain closed a think block after all: the rest
-                    # is the answer, and the next reply is held back until it is known.
+                    # A model known to be plain closed a think block after all: what is
+                    # left of it is reasoning, the rest the answer, and the next reply is
+                    # held back until it is known.
                     head, _, text = text.partition(CLOSE)
-                    answer += head
-                    self.saw_bare_close = True
+                    reasoning += head
+                    self.saw_bare_close = self.late_close = True
                     text = text.lstrip()
                     continue
                 keep = _partial_suffix(text, CLOSE) if self.plain else 0

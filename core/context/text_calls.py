@@ -206,6 +206,9 @@ class Shown(NamedTuple):
     answer: str = ""
     unsure: str = ""
     take_back: bool = False
+    # A model known to be plain closed a think block: the text shown as its answer before
+    # this was its reasoning (core.context.reasoning).
+    late_close: bool = False
 
 
 class ReplyStream:
@@ -221,10 +224,12 @@ class ReplyStream:
 
     def feed(self, text: str) -> Shown:
         """What to show of this piece."""
+        closed_before = self.splitter.late_close
         thought, answer = self.splitter.feed(text)
         if self.hold is not None and answer:
             answer = self.hold.feed(answer)
-        return Shown(thought, answer, self._unsure(), self._decided())
+        late = self.splitter.late_close and not closed_before
+        return Shown(thought, answer, self._unsure(), self._decided(), late)
 
     def finish(self, *, read_as_calls: bool) -> Shown:
         """What is left to show once the reply is whole; nothing of the text a call was read

@@ -15,7 +15,7 @@ from core.context.budget import SUMMARY_PREFIX, Budget, estimate_messages
 from core.context.chat_model import make_chat_model
 from core.context.context import ROUTE_KEY, ContextKeeper
 from core.context.prompts import ROUTE_NOTES, ROUTE_QUESTION, SYSTEM_PROMPT
-from core.context.reasoning import ThinkSplitter
+from core.context.reasoning import ThinkSplitter, split_reasoning
 from core.context.replies import REASONING_KEY, mark_cut, separate_reasoning
 from core.context.summary import Summary
 from core.context.text_calls import ReplyStream, Shown
@@ -151,6 +151,18 @@ def test_a_model_known_to_be_plain_streams_its_answer_as_the_answer():
     stream = ReplyStream(plain=True, hold_calls=True)
     assert stream.feed("Hello") == Shown(answer="Hello")
     assert stream.finish(read_as_calls=False) == Shown()
+
+
+def test_a_plain_model_that_closes_a_think_block_after_all_is_told_once():
+    # What streamed before the tag was shown as the answer; what is left of it is reasoning,
+    # as split_reasoning stores it, and late_close says so once.
+    stream = ReplyStream(plain=True, hold_calls=True)
+    pieces = ("They say ", "thanks.</think>You're", " welcome.")
+    shown = [stream.feed(p) for p in pieces] + [stream.finish(read_as_calls=False)]
+    assert "".join(s.answer for s in shown) == "They say You're welcome."
+    assert "".join(s.reasoning for s in shown) == "thanks."
+    assert [s.late_close for s in shown] == [False, True, False, False]
+    assert split_reasoning("".join(pieces)) == ("They say thanks.", "You're welcome.")
 
 
 def test_a_reply_keeps_its_reasoning_apart_and_a_cut_reply_runs_no_call() -> None:

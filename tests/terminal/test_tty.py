@@ -364,6 +364,35 @@ def test_a_first_reply_streams_at_once_and_a_bare_close_think_takes_it_back_as_r
     assert "agent> I should" not in final and "</think>" not in final
 
 
+def test_a_plain_model_that_closes_a_think_block_later_is_told_apart_on_screen(
+    workspace: Workspace,
+):
+    # Its first reply came plain, so the next streams as the answer at once; when a bare
+    # `</think>` comes after all, what was shown cannot be taken back: the screen says so,
+    # and the answer that follows is the one the thread keeps.
+    script = [
+        text("Hello! How can I help?"),
+        reply("They say thanks. A short reply.</think>You're welcome.", delay=0.3),
+    ]
+    with FakeLLM(script, auto_route="general") as llm:
+        screen = at_a_terminal(workspace, llm)
+        at = screen.wait_for("you>")
+        screen.enter("hi")
+        at = screen.wait_for("agent> Hello! How can I help?", at)
+        at = screen.wait_for("you>", at)
+        screen.enter("thanks")
+        at = screen.wait_for("closed a think block it had not opened", at)
+        at = screen.wait_for("agent> You're welcome.", at)
+        screen.wait_for("you>", at)
+        screen.enter("/quit")
+        code = screen.close()
+        shown = workspace.run(llm.base_url, "", "threads", "show", "t", thread=None)
+
+    assert code == 0
+    assert "agent> You're welcome." in shown.stdout and "A short reply" not in shown.stdout
+    assert "</think>" not in screen.screen_text()
+
+
 MARKDOWN = "Two steps:\n\n- **read** the file\n- `patch` it\n\n```\nprint('hi')\n```\n"
 
 
