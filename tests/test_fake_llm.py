@@ -9,6 +9,8 @@ import sys
 import threading
 import urllib.error
 import urllib.request
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
@@ -615,31 +617,26 @@ def test_slots_keep_separate_caches() -> None:
     assert stats[2].cached > 0 and stats[3].cached > 0
 
 
-def test_runs_as_its_own_process_with_a_flavour_and_a_context(tmp_path: Path) -> None:
+@contextmanager
+def stand_in_process(tmp_path: Path, *switches: str) -> Iterator[str]:
+    """The stand-in as its own process, as a person starts it by hand: its base URL."""
     script_file = tmp_path / "script.json"
     script_file.write_text(json.dumps([{"content": "hi"}]))
-    proc = subprocess.Popen(
-        [
-            sys.executable,
-            str(FAKE_LLM_SCRIPT),
-            "--script",
-            str(script_file),
-            "--flavour",
-            "lmstudio",
-            "--context",
-            "64",
-            "--model",
-            "nomic-embed:embeddings",
-            "--model",
-            "small-llm::loaded:2048",
-        ],
-        stdout=subprocess.PIPE,
-        text=True,
-    )
+    command = [sys.executable, str(FAKE_LLM_SCRIPT), "--script", str(script_file), *switches]
+    proc = subprocess.Popen(command, stdout=subprocess.PIPE, text=True)
     try:
         assert proc.stdout is not None
-        base_url = proc.stdout.readline().split()[1]
-        _, models = http_get(base_url.removesuffix("/v1") + "/api/v0/models")
+        yield proc.stdout.readline().split()[1]  # "ready http://127.0.0.1:PORT/v1"
+    finally:
+        proc.kill()
+        proc.wait(timeout=5)
+
+
+def test_runs_as_its_own_process_with_a_flavour_and_a_context(tmp_path: Path) -> None:
+    switches = ("--flavour", "lmstudio", "--context", "64")
+    models = ("--model", "nomic-embed:embeddings", "--model", "small-llm::loaded:2048")
+    with stand_in_process(tmp_path, *switches, *models) as base_url:
+        _, listed = http_get(base_url.removesuffix("/v1") + "/api/v0/models")
         status, _ = post(
             base_url, {"model": "small-llm", "messages": [{"role": "user", "content": "x " * 100}]}
         )
@@ -647,14 +644,11 @@ def test_runs_as_its_own_process_with_a_flavour_and_a_context(tmp_path: Path) ->
             base_url,
             {"model": "nomic-embed", "messages": [{"role": "user", "content": "x " * 100}]},
         )
-    finally:
-        proc.kill()
-        proc.wait(timeout=5)
-    assert [(m["id"], m["type"]) for m in models["data"]] == [
+    assert [(m["id"], m["type"]) for m in listed["data"]] == [
         ("nomic-embed", "embeddings"),
         ("small-llm", "llm"),
     ]
-    assert models["data"][1]["loaded_context_length"] == 2048
+    assert listed["data"][1]["loaded_context_length"] == 2048
     assert status == 200 and refused == 400
 
 
@@ -662,35 +656,12 @@ def test_runs_as_its_own_process_with_lm_studios_wordings(tmp_path: Path) -> Non
     # The switches a person uses to try fsagent against LM Studio's overflow answers by hand:
     # 0.3.x's 400 with a plain-string error (opencode and dyad users quote "Trying to keep the
     # first 14538 tokens when context the overflows"), not 0.4.2x's 200 stream.
-    script_file = tmp_path / "script.json"
-    script_file.write_text(json.dumps([{"content": "hi"}]))
-    proc = subprocess.Popen(
-        [
-            sys.executable,
-            str(FAKE_LLM_SCRIPT),
-            "--script",
-            str(script_file),
-            "--flavour",
-            "lmstudio",
-            "--context",
-            "64",
-            "--lmstudio-wording",
-            "keep-first",
-            "--no-stream-errors",
-        ],
-        stdout=subprocess.PIPE,
-        text=True,
-    )
-    try:
-        assert proc.stdout is not None
-        base_url = proc.stdout.readline().split()[1]
+    switches = ("--flavour", "lmstudio", "--context", "64", "--lmstudio-wording", "keep-first")
+    with stand_in_process(tmp_path, *switches, "--no-stream-errors") as base_url:
         body = {"model": "fake-model", "stream": True}
         status, answer = post(
             base_url, body | {"messages": [{"role": "user", "content": "x " * 100}]}
         )
-    finally:
-        proc.kill()
-        proc.wait(timeout=5)
     assert status == 400
     assert isinstance(answer["error"], str)
     assert answer["error"].startswith("Trying to keep the first ")
