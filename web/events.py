@@ -3,7 +3,9 @@ one JSON
 `data:` line each.
 
     route        {"route"}
-    text         {"text"}                      the model's reply as it streams, and our notices
+    text         {"text"}                      the model's reply as it streams
+    notice       {"text"}                      a line of ours, never part of the reply (a cut-off
+                                               run finished, the request queued for review)
     answer       {"text"}                      a finished reply, whole
     tool_call    {"id", "tool", "args", "error"}
     tool_result  {"id", "tool", "text", "failed"}
@@ -23,7 +25,7 @@ one JSON
 Each has an `id:` line, its place in the run (1, 2, ...); a `: keep-alive` comment comes
 while nothing else does for a while (web/runs.py).
 
-A run that pauses ends with a `text` notice that the request is queued for review, then
+A run that pauses ends with a `notice` that the request is queued for review, then
 `approval`, then `done`.
 """
 
@@ -99,11 +101,13 @@ async def run_frames(
             case events.Undone(text, complete):
                 yield "undone", {"text": text, "complete": complete}
             case events.Notice(text):
-                yield "text", {"text": text}
+                # Ours, not the model's: a line of its own, never part of the reply's text.
+                streamed = False
+                yield "notice", {"text": text}
             case events.Failed(text):
                 yield "error", {"text": text}
             case events.Paused(payload):
-                yield "text", {"text": queued_notice(session.thread, payload)}
+                yield "notice", {"text": queued_notice(session.thread, payload)}
                 yield "approval", await approval_data(session, payload)
             case _:
                 assert_never(event)

@@ -31,7 +31,7 @@ def test_a_risky_call_pauses_after_one_model_call_and_is_listed(workspace: Works
                 events = await served.say("t", "create hello.txt")
                 assert len(llm.requests_with_tools()) == 1  # exactly one model call, then paused
 
-                assert kinds(events) == ["route", "tool_call", "text", "approval", "done"]
+                assert kinds(events) == ["route", "tool_call", "notice", "approval", "done"]
                 assert "queued for review" in events[2][1]["text"].lower()
                 approval = events[3][1]
                 assert approval["status"] == "pending"

@@ -43,6 +43,30 @@ def test_a_turn_streams_text_and_tool_events_and_the_thread_shows_it(workspace: 
     asyncio.run(scenario())
 
 
+def test_a_plain_model_closing_a_think_block_later_is_a_notice_and_the_answer_is_whole(
+    workspace: Workspace,
+):
+    # Its first reply came with no think tag, so the next streams as text at once; when a
+    # bare </think> comes after all, a notice frame says so, and `answer` is what is stored.
+    (workspace.root / "notes.md").write_text("buy milk\n")
+    script = [
+        reply("Let me look.", tool_calls=[tool_call("read_file", {"path": "notes.md"})]),
+        text("It is short. Say so.</think>It says: buy milk."),
+    ]
+
+    async def scenario() -> None:
+        with FakeLLM(script, auto_route="filesystem") as llm:
+            async with serving(workspace, llm.base_url) as served:
+                events = await served.say("notes", "what is in notes.md?")
+                notices = [data["text"] for kind, data in events if kind == "notice"]
+                assert len(notices) == 1 and "closed a think block" in notices[0]
+                assert ("answer", {"text": "It says: buy milk."}) in events
+                shown = await served.client.get("/api/threads/notes")
+                assert shown.json()["messages"][-1]["text"] == "It says: buy milk."
+
+    asyncio.run(scenario())
+
+
 def test_a_waiting_thread_takes_no_new_message(workspace: Workspace):
     call = tool_call("write_file", {"path": "a.txt", "content": "a\n"}, id="call_1")
 

@@ -201,7 +201,7 @@ def test_a_run_killed_mid_write_is_finished_by_the_next_message_and_never_rerun(
             f"{second.url}/api/threads/c/messages", json={"text": "and now?"}, timeout=60
         )
         events = sse_events(said.text)
-        assert events[0][0] == "text" and "The last run was cut off" in events[0][1]["text"]
+        assert events[0][0] == "notice" and "The last run was cut off" in events[0][1]["text"]
         [result] = [data for kind, data in events if kind == "tool_result"]
         assert result["id"] == "call_c" and result["text"].startswith("Outcome unknown")
         answers = [data["text"] for kind, data in events if kind == "answer"]

@@ -682,7 +682,8 @@ function showEvent(state, { kind, data }) {
     const names = data.calls.map((call) => call.name).join(", ");
     logLine("notice", `⚠ waiting for approval: ${names}; decide it in the inbox.`);
     state.pending = true;
-  } else if (kind === "error") logLine("bad", `error: ${data.text}`);
+  } else if (kind === "notice") logLine("notice", data.text);
+  else if (kind === "error") logLine("bad", `error: ${data.text}`);
   else if (kind === "done") {
     logLine("notice", `— ${data.status}`);
     if (data.status === "pending") state.pending = true;
