@@ -11,7 +11,7 @@ from langchain_openai import ChatOpenAI
 from pydantic import PrivateAttr, SecretStr
 
 from core.context.replies import REASONING_FIELDS, REASONING_KEY
-from core.context.tls import is_plain_http, verify_for
+from core.context.tls import verify_for
 
 # A local model may think for minutes before its first token.
 REQUEST_SECONDS = 600
@@ -40,16 +40,14 @@ class PlainJSONChatOpenAI(ChatOpenAI):
         self, input_: Any, *, stop: Any = None, **kwargs: Any
     ) -> dict[str, Any]:
         messages = self._convert_input(input_).to_messages()
-        known = self._forms
-        new = [m for m in messages if _form_of(known, m) is None]
+        kept = [_form_of(self._forms, m) for m in messages]
+        new = [m for m, form in zip(messages, kept, strict=True) if form is None]
         payload = super()._get_request_payload(new, stop=stop, **kwargs)
         made = iter(payload["messages"])  # one form per message given, in order
-        forms: dict[int, tuple[BaseMessage, dict[str, Any]]] = {}
-        for message in messages:
-            form = _form_of(known, message)
-            forms[id(message)] = (message, next(made) if form is None else form)
-        self._forms = forms  # only this request's: the next one repeats it
-        payload["messages"] = [forms[id(m)][1] for m in messages]
+        forms = [next(made) if form is None else form for form in kept]
+        # Only this request's: the next one repeats it.
+        self._forms = {id(m): (m, form) for m, form in zip(messages, forms, strict=True)}
+        payload["messages"] = forms
         plain = {key: payload.pop(key) for key in ("messages", "tools") if key in payload}
         # ChatOpenAI renames the reply limit to OpenAI's newer max_completion_tokens; LM
         # Studio documents only max_tokens (llama.cpp reads both), so send the one all read.
@@ -95,10 +93,10 @@ def make_chat_model(
     max_tokens: int | None = None,
 ) -> PlainJSONChatOpenAI:
     clients: dict[str, Any] = {}
-    if is_plain_http(base_url):
+    verify = verify_for(base_url)
+    if verify is not True:
         # ChatOpenAI's own clients (a sync one too, which fsagent never uses) would each load
         # the CA bundle for a server that speaks no TLS: core/context/tls.py.
-        verify = verify_for(base_url)
         clients = {
             "http_client": openai.DefaultHttpxClient(
                 base_url=base_url, timeout=REQUEST_SECONDS, verify=verify

@@ -19,7 +19,7 @@ import ssl
 from urllib.parse import urlsplit
 
 
-def is_plain_http(base_url: str) -> bool:
+def _is_plain_http(base_url: str) -> bool:
     return urlsplit(base_url).scheme.lower() == "http"
 
 
@@ -32,4 +32,4 @@ def _trusting_no_one() -> ssl.SSLContext:
 
 def verify_for(base_url: str) -> ssl.SSLContext | bool:
     """What an httpx client for `base_url` takes as `verify=`: True is its own default."""
-    return _trusting_no_one() if is_plain_http(base_url) else True
+    return _trusting_no_one() if _is_plain_http(base_url) else True
