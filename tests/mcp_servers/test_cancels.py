@@ -16,7 +16,10 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from held_opens import HeldOpens
 from mcp_session import REPO, RawServer, server_command, tool_text
+
+from mcp_servers.tool_runner import MAX_RUNNING
 
 CANCELLED = {"code": 0, "message": "Request cancelled"}
 
@@ -85,6 +88,25 @@ def test_each_call_gets_one_answer_and_a_cancelled_one_is_told_so(root: Path) ->
     assert tool_text(first)[1] is False
     assert cancelled["error"] == CANCELLED
     assert tool_text(answered) == ("hello world\n" * 1000, False)
+    assert rest == []
+
+
+def test_a_write_cancelled_while_it_waits_for_a_slot_never_runs(tmp_path: Path) -> None:
+    # Every slot is held by a read whose open(2) the test holds (fanotify, as root): the write
+    # waits for a slot when its cancel comes. It is answered cancelled, and once the slots
+    # free it does not run.
+    (tmp_path / "held.txt").write_text("held\n")
+    with RawServer([tmp_path]) as raw, HeldOpens(tmp_path / "held.txt") as held:
+        reads = [raw.call("read_file", path="held.txt") for _ in range(MAX_RUNNING)]
+        held.wait_for(MAX_RUNNING)
+        write = raw.call("write_file", path="never.txt", content="written\n")
+        raw.cancel(write)
+        assert raw.answer(write)["error"] == CANCELLED
+        held.release()
+        assert {raw.next_answer()["id"] for _ in reads} == set(reads)
+        assert raw.ask("ping")["result"] == {}
+        rest = all_answers(raw)
+    assert not (tmp_path / "never.txt").exists()
     assert rest == []
 
 
