@@ -15,10 +15,13 @@ from collections import Counter
 from pathlib import Path
 from typing import Any
 
+import anyio
+import anyio.lowlevel
 import pytest
 from held_opens import HeldOpens
 from mcp_session import REPO, RawServer, server_command, tool_text
 
+from mcp_servers.cancels import Cancels
 from mcp_servers.tool_runner import MAX_RUNNING
 
 CANCELLED = {"code": 0, "message": "Request cancelled"}
@@ -228,3 +231,55 @@ def test_an_error_in_the_transport_is_one_line_and_verbose_shows_the_traceback(
     assert quiet.stderr == line
     assert b"Traceback (most recent call last)" in verbose.stderr
     assert verbose.stderr.endswith(line)
+
+
+# -- Cancels itself: the two orders a cancel and its call's start can come in ------------------
+
+
+def test_a_cancel_that_comes_before_its_call_starts_stops_it_as_it_starts() -> None:
+    cancels = Cancels()
+
+    async def call_after_its_cancel() -> tuple[bool, bool]:
+        cancels.cancel(7)  # the transport read the cancel before the SDK started the call
+        with cancels.watch(7) as scope:
+            await anyio.sleep(60)
+        with cancels.watch(7) as later:  # the cancel was for that call only
+            await anyio.lowlevel.checkpoint()
+        return scope.cancelled_caught, later.cancelled_caught
+
+    assert anyio.run(call_after_its_cancel) == (True, False)
+
+
+def test_a_cancel_of_a_request_whose_call_never_ran_is_forgotten_with_it() -> None:
+    cancels = Cancels()
+
+    async def id_used_again() -> bool:
+        cancels.cancel(8)  # a ping, say: no call ever watches it
+        cancels.forget(8)  # its answer went (dropped): the id may come again
+        with cancels.watch(8) as scope:
+            await anyio.lowlevel.checkpoint()
+        return scope.cancelled_caught
+
+    assert anyio.run(id_used_again) is False
+
+
+def test_a_cancel_of_a_running_call_stops_it() -> None:
+    cancels = Cancels()
+
+    async def running_then_cancelled() -> bool:
+        async with anyio.create_task_group() as tasks:
+            caught: list[bool] = []
+
+            async def call() -> None:
+                with cancels.watch("id") as scope:
+                    started.set()
+                    await anyio.sleep(60)
+                caught.append(scope.cancelled_caught)
+
+            started = anyio.Event()
+            tasks.start_soon(call)
+            await started.wait()
+            cancels.cancel("id")
+        return caught == [True] and not cancels.running
+
+    assert anyio.run(running_then_cancelled)

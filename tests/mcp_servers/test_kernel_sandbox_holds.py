@@ -51,7 +51,11 @@ def calls_outside(raw: RawServer) -> dict[str, tuple[str, bool]]:
         "write": raw.call("write_file", path="sub/new.txt", content="written\n"),
         "rename": raw.call("move", source="old.txt", destination="sub/moved.txt"),
     }
-    return {what: tool_text(raw.answer(request)) for what, request in asked.items()}
+    answers = {}  # they run side by side, so they may come in any order
+    while len(answers) < len(asked):
+        answer = raw.next_answer()
+        answers[answer["id"]] = answer
+    return {what: tool_text(answers[request]) for what, request in asked.items()}
 
 
 def test_without_the_kernel_the_broken_switch_reaches_outside(places) -> None:
@@ -161,3 +165,22 @@ def test_before_abi_2_a_move_across_folders_is_a_copy_and_a_folder_stays(tmp_pat
 
 def env_with(extra: dict[str, str]) -> dict[str, str]:
     return {**os.environ, **extra}
+
+
+def test_the_leftover_sweep_starts_after_the_restriction_and_works_under_it(
+    tmp_path: Path,
+) -> None:
+    # A killed server's temp files, enough that the sweep takes a while: had it started before
+    # the restriction, it would still run then, and the server would refuse to start (a
+    # thread the kernel sandbox would not hold).
+    for number in range(20_000):
+        (tmp_path / f".fsagent-{number:016x}.tmp").touch()
+    (tmp_path / "kept.txt").write_text("kept\n")
+    with RawServer([tmp_path], "--verbose", stderr=subprocess.PIPE) as raw:
+        assert raw.initialized["capabilities"]["experimental"][CAPABILITY]["holds"]
+        assert raw.process.stderr is not None
+        for line in raw.process.stderr:
+            if b"leftover temp entries" in line:
+                break
+    assert b"removed 20000 leftover temp entries" in line
+    assert [path.name for path in tmp_path.iterdir()] == ["kept.txt"]
