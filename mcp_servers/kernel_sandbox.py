@@ -43,9 +43,11 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from mcp_servers.tool_names import KERNEL_SANDBOX_CAPABILITY
+
 ABI_ENV = "FSAGENT_LANDLOCK_ABI"
 KNOWN_ABI = 7  # the newest ABI whose rights are listed here
-CAPABILITY = "fsagent/kernel-sandbox"  # the experimental capability that reports it (MCP)
+CAPABILITY = KERNEL_SANDBOX_CAPABILITY  # the experimental capability of initialize (MCP)
 
 SYS_CREATE_RULESET, SYS_ADD_RULE, SYS_RESTRICT_SELF = 444, 445, 446
 CREATE_RULESET_VERSION = 1 << 0
