@@ -52,7 +52,7 @@ if TYPE_CHECKING:
     from core.context.models import ModelChoice
     from core.opening import ThreadParts
     from core.threads.threads import Graph
-    from core.tools.tools import ToolServer
+    from core.tools.tools import KernelSandbox, ToolServer
     from store.base import Store
     from web.auth import Access
 
@@ -80,6 +80,7 @@ class Settings:
     thread: str = "default"
     verbose: bool = False
     read_only: bool = False
+    require_kernel_sandbox: bool = False  # refuse a server the kernel does not hold (Landlock)
     strict: bool = False
     transcript: Path | None = None
     record: Path | None = None
@@ -331,6 +332,13 @@ def add_agent_options(parser: argparse.ArgumentParser, *, suppress: bool = False
         help="offer the model no write tool at all (the server registers none)",
     )
     parser.add_argument(
+        "--require-kernel-sandbox",
+        action="store_true",
+        default=default(False),
+        help="refuse to start unless the kernel holds the MCP server to the roots (Landlock, "
+        "Linux 5.13+); without it the server's own checks alone do",
+    )
+    parser.add_argument(
         "--approve",
         choices=APPROVE_MODES,
         default=default("ask"),
@@ -447,6 +455,7 @@ def settings_from_args(args: argparse.Namespace) -> Settings:
         thread=args.thread or "default",
         verbose=args.verbose,
         read_only=args.read_only,
+        require_kernel_sandbox=args.require_kernel_sandbox,
         strict=args.strict,
         transcript=args.transcript,
         record=args.record,
@@ -561,7 +570,7 @@ async def chat(settings: Settings) -> int:
                     # is the news.
                     await check_resumable(store, thread)
                 import_while_waiting(screen)
-                async with open_agent(settings, launched, store) as agent:
+                async with open_agent(settings, launched, store, in_banner=True) as agent:
                     # A conversation may go on in other folders; what it left waiting is
                     # bound to its previews by the server's precondition all the same.
                     session = await open_thread(
@@ -590,6 +599,7 @@ async def talk(
             policy=agent.policy,
             strict=settings.strict,
             model_line=display.model_line(agent.choice, agent.context, verbose=settings.verbose),
+            sandbox_line=kernel_sandbox_line(agent.server.kernel_sandbox, settings.verbose),
             show_reasoning=not settings.hide_reasoning,
             roots=launched.roots,
         )
@@ -689,9 +699,12 @@ class Agent:
 
 
 @asynccontextmanager
-async def open_agent(settings: Settings, launched: Launched, store: Store) -> AsyncIterator[Agent]:
+async def open_agent(
+    settings: Settings, launched: Launched, store: Store, *, in_banner: bool = False
+) -> AsyncIterator[Agent]:
     """Everything a run needs: the model, our MCP server's tools, and the graph on the store,
-    whose write calls go through its ledger."""
+    whose write calls go through its ledger. Whether the kernel holds the server is said
+    once, on stderr (or in the chat's banner: `in_banner`)."""
     from core.approval.questions import with_ask_person
     from core.context.context import ContextKeeper
     from core.opening import ThreadParts
@@ -702,7 +715,10 @@ async def open_agent(settings: Settings, launched: Launched, store: Store) -> As
     # LM Studio's answer before the server's handshake: a refusal takes a fraction of a
     # second, the server's start-up seconds.
     loaded = await launched.model_ready
-    async with open_tool_server(launched.process) as server:
+    require = settings.require_kernel_sandbox
+    async with open_tool_server(launched.process, require_kernel_sandbox=require) as server:
+        if not in_banner:
+            say_kernel_sandbox(server.kernel_sandbox, settings.verbose)
         # The model may always ask the person, but not in the read-only agent.
         tools = server.tools if settings.read_only else with_ask_person(server.tools)
         # The same tools in every request of the thread (core.context.context says why).
@@ -727,6 +743,18 @@ async def open_agent(settings: Settings, launched: Launched, store: Store) -> As
             )  # fmt: skip
         parts = ThreadParts(app, store, settings.base_url, tools, context, settings.verbose)
         yield Agent(app, tools, launched.policy, server, loaded.choice, context, parts)
+
+
+def kernel_sandbox_line(sandbox: KernelSandbox, verbose: bool) -> str | None:
+    """What a session says of the kernel sandbox at start: that there is none, always; that
+    it holds, with --verbose."""
+    return sandbox.line if verbose or not sandbox.holds else None
+
+
+def say_kernel_sandbox(sandbox: KernelSandbox, verbose: bool) -> None:
+    line = kernel_sandbox_line(sandbox, verbose)
+    if line is not None:
+        complain(line)
 
 
 def root_path(text: str) -> Path:
@@ -1101,13 +1129,15 @@ async def open_server_tools(
 ) -> AsyncIterator[tuple[list[Path], list[BaseTool]]]:
     """Our MCP server's tools alone, without a model, and the roots it serves."""
     from core.tools.server_process import start_server, stop_server
-    from core.tools.tools import open_tools
+    from core.tools.tools import open_tool_server
 
     roots = check_roots(settings.roots)
     process = await start_server(roots, verbose=settings.verbose)
+    require = settings.require_kernel_sandbox
     try:
-        async with open_tools(process) as tools:
-            yield roots, tools
+        async with open_tool_server(process, require_kernel_sandbox=require) as server:
+            say_kernel_sandbox(server.kernel_sandbox, settings.verbose)
+            yield roots, server.tools
     finally:
         await stop_server(process)
 

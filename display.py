@@ -189,11 +189,14 @@ async def run_session(
     model_line: str | None = None,
     roots: Sequence[Path | str] = (),
     show_reasoning: bool = True,
+    sandbox_line: str | None = None,
 ) -> int:
     """The read-eval loop. Returns the exit code (see agent.EXIT_CODES)."""
-    # The session at a glance: the model and its context, where the agent may read and write,
-    # and who decides writes.
-    lines = [line for line in (model_line, status_line(roots, approve_mode)) if line]
+    # The session at a glance: the model and its context, where the agent may read and write
+    # (and, when there is none or with --verbose, whether the kernel holds it there), and who
+    # decides writes.
+    status = (model_line, status_line(roots, approve_mode), sandbox_line)
+    lines = [line for line in status if line]
     session.hold_until_known = not term.watched
     with term.ctrl_c.installed():
         try:

@@ -168,21 +168,29 @@ class FilesystemServer:
 
 
 class RawServer:
-    """The server as a plain subprocess, spoken to one JSON-RPC line at a time."""
+    """The server as a plain subprocess, spoken to one JSON-RPC line at a time. `env` adds
+    variables to this process's (test switches); `stderr` is where its log goes (a file)."""
 
-    def __init__(self, roots: Sequence[Path | str], *flags: str) -> None:
+    def __init__(
+        self,
+        roots: Sequence[Path | str],
+        *flags: str,
+        env: dict[str, str] | None = None,
+        stderr: Any = subprocess.DEVNULL,
+    ) -> None:
         self.process = subprocess.Popen(
             server_command(roots, *flags),
             cwd=REPO,
             stdin=subprocess.PIPE,
             stdout=subprocess.PIPE,
-            stderr=subprocess.DEVNULL,
+            stderr=stderr,
+            env={**os.environ, **env} if env else None,
         )
         self.answers: queue.Queue[dict[str, Any]] = queue.Queue()
         self.reader = threading.Thread(target=self.read_answers, daemon=True)
         self.reader.start()
         self.next_id = 0
-        self.ask("initialize", self.hello())
+        self.initialized = self.ask("initialize", self.hello())["result"]
         self.notify("notifications/initialized")
 
     @staticmethod
