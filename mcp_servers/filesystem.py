@@ -1,6 +1,7 @@
 """A sandboxed MCP filesystem server over stdio.
 
-    python -m mcp_servers.filesystem [--read-only] [--verbose] [--call-timeout S] ROOT [ROOT ...]
+    python -m mcp_servers.filesystem [--read-only] [--verbose] [--call-timeout S]
+                                     [--protect PATH ...] ROOT [ROOT ...]
 
 Every path goes through `mcp_servers.sandbox.Sandbox` (see there for the containment rules),
 and tools then act on it through folder descriptors (`dirfd.py`), so a path swapped mid-call
@@ -38,8 +39,10 @@ from mcp.server.fastmcp.exceptions import ToolError
 from mcp.types import ToolAnnotations
 from pydantic import ValidationError
 
+from mcp_servers import race_hook
 from mcp_servers.dirfd import sweep_leftovers
 from mcp_servers.errors import one_line
+from mcp_servers.protected import Protected
 from mcp_servers.reading import ReadTools
 from mcp_servers.sandbox import RootError, Sandbox, SandboxError, resolve_roots
 from mcp_servers.searching import SearchTools
@@ -140,10 +143,13 @@ def build_server(
     *,
     read_only: bool = False,
     call_timeout: float = DEFAULT_CALL_TIMEOUT,
+    protect: tuple[str, ...] = (),
 ) -> FastMCP:
-    """The server with its tools registered; with read_only no write tool exists at all."""
+    """The server with its tools registered; with read_only no write tool exists at all.
+    No write tool changes a path in `protect` (protected.py)."""
     server = SandboxedServer("fsagent-filesystem", log_level="WARNING")
-    tools = FileTools(Sandbox(roots))
+    sandbox = Sandbox(roots)
+    tools = FileTools(sandbox, Protected(sandbox, protect))
     runner = ToolRunner(call_timeout)
     if not read_only:
         start_sweep(roots)
@@ -188,6 +194,14 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
         metavar="SECONDS",
         help=f"time budget of one tool call (default {DEFAULT_CALL_TIMEOUT:g})",
     )
+    parser.add_argument(
+        "--protect",
+        action="append",
+        default=[],
+        metavar="PATH",
+        help="a file no write tool may change, move or delete (repeatable; ignored outside "
+        "the roots): fsagent's rules file and its thread database",
+    )
     parser.add_argument("roots", nargs="+", metavar="ROOT", help="folders the tools may touch")
     return parser.parse_args(argv)
 
@@ -209,6 +223,7 @@ def configure_logging(verbose: bool) -> None:
 
 
 def main(argv: list[str] | None = None) -> int:
+    race_hook.open_from_environment()  # a test's pause, opened before anything is served
     args = parse_args(argv)
     configure_logging(args.verbose)
     try:
@@ -218,7 +233,12 @@ def main(argv: list[str] | None = None) -> int:
         return 2
     logger.info("serving %s%s", ", ".join(map(str, roots)), " (read-only)" * args.read_only)
     try:
-        server = build_server(roots, read_only=args.read_only, call_timeout=args.call_timeout)
+        server = build_server(
+            roots,
+            read_only=args.read_only,
+            call_timeout=args.call_timeout,
+            protect=tuple(args.protect),
+        )
         server.run("stdio")
     except KeyboardInterrupt:
         return 130
