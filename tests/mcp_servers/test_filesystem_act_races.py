@@ -233,6 +233,21 @@ def test_a_recursive_delete_whose_folder_was_swapped_keeps_the_thesis(
     assert_refused(result, "victim", "another folder is there now", previewed)
 
 
+def test_a_touch_whose_file_was_replaced_leaves_the_new_file_alone(
+    tmp_path: Path, root: Path
+) -> None:
+    os.utime(root / "other.txt", ns=(1_000_000_000, 1_000_000_000))
+    with paused_server(tmp_path, root) as (server, pauses):
+        expect = plan(server, "touch", path="notes.md")
+        call = pauses.start(server, "touch", path="notes.md", expect=expect)
+        pauses.reached("touch", "path")
+        renamed_over(root, "notes.md", "notes.md.was")
+        result = pauses.finish(call)
+    assert (root / "notes.md").stat().st_mtime_ns == 1_000_000_000  # its time untouched
+    assert (root / "notes.md").read_text() == "another file, never to be touched\n"
+    assert_refused(result, "notes.md", "another file is there now")
+
+
 def test_a_new_file_where_a_link_appeared_meanwhile_is_not_written(
     tmp_path: Path, root: Path
 ) -> None:
