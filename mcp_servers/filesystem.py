@@ -1,7 +1,8 @@
 """A sandboxed MCP filesystem server over stdio.
 
     python -m mcp_servers.filesystem [--read-only] [--verbose] [--call-timeout S]
-                                     [--require-kernel-sandbox] ROOT [ROOT ...]
+                                     [--require-kernel-sandbox] [--protect PATH ...]
+                                     ROOT [ROOT ...]
 
 Every path goes through `mcp_servers.sandbox.Sandbox` (see there for the containment rules),
 and tools then act on it through folder descriptors (`dirfd.py`), so a path swapped mid-call
@@ -43,11 +44,12 @@ from mcp.server.fastmcp.exceptions import ToolError
 from mcp.types import ToolAnnotations
 from pydantic import ValidationError
 
-from mcp_servers import kernel_sandbox, preload
+from mcp_servers import kernel_sandbox, preload, race_hook
 from mcp_servers.broken_containment import break_containment_if_asked
 from mcp_servers.cancels import Cancels
 from mcp_servers.dirfd import sweep_leftovers
 from mcp_servers.errors import one_line
+from mcp_servers.protected import Protected
 from mcp_servers.reading import ReadTools
 from mcp_servers.sandbox import RootError, Sandbox, SandboxError, resolve_roots
 from mcp_servers.searching import SearchTools
@@ -153,12 +155,15 @@ def build_server(
     *,
     read_only: bool = False,
     call_timeout: float = DEFAULT_CALL_TIMEOUT,
+    protect: tuple[str, ...] = (),
 ) -> SandboxedServer:
-    """The server with its tools registered; with read_only no write tool exists at all. It
-    starts no thread (`main` restricts the process first)."""
+    """The server with its tools registered; with read_only no write tool exists at all. No
+    write tool changes a path in `protect` (protected.py). It starts no thread (`main`
+    restricts the process first)."""
     cancels = Cancels()
     server = SandboxedServer("fsagent-filesystem", cancels, log_level="WARNING")
-    tools = FileTools(Sandbox(roots))
+    sandbox = Sandbox(roots)
+    tools = FileTools(sandbox, Protected(sandbox, protect))
     break_containment_if_asked(tools.places)
     runner = ToolRunner(call_timeout, cancels=cancels)
     writes = [] if read_only else sorted(WRITE_TOOL_NAMES | {PLAN_TOOL_NAME})
@@ -207,6 +212,14 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
         action="store_true",
         help="refuse to start unless the kernel holds the server to its roots (Landlock)",
     )
+    parser.add_argument(
+        "--protect",
+        action="append",
+        default=[],
+        metavar="PATH",
+        help="a file no write tool may change, move or delete (repeatable; ignored outside "
+        "the roots): fsagent's rules file and its thread database",
+    )
     parser.add_argument("roots", nargs="+", metavar="ROOT", help="folders the tools may touch")
     return parser.parse_args(argv)
 
@@ -228,6 +241,7 @@ def configure_logging(verbose: bool) -> None:
 
 
 def main(argv: list[str] | None = None) -> int:
+    race_hook.open_from_environment()  # a test's pause, opened before anything is served
     args = parse_args(argv)
     configure_logging(args.verbose)
     try:
@@ -235,7 +249,12 @@ def main(argv: list[str] | None = None) -> int:
     except RootError as error:
         return refuse(str(error))
     logger.info("serving %s%s", ", ".join(map(str, roots)), " (read-only)" * args.read_only)
-    server = build_server(roots, read_only=args.read_only, call_timeout=args.call_timeout)
+    server = build_server(
+        roots,
+        read_only=args.read_only,
+        call_timeout=args.call_timeout,
+        protect=tuple(args.protect),
+    )
     # Every start-up step is done (imports, roots, tools, test hooks): now the kernel sandbox,
     # before the first thread (the sweep, anyio's workers, the stdin reader) starts.
     preload.import_what_serving_needs()
