@@ -21,7 +21,7 @@ from langgraph.types import Command
 from core.approval.approval import CUT_CALL, ApprovalRecord, describe_grant, new_id
 from core.approval.policy import Grant
 from core.approval.questions import Pause
-from core.changes.plans import Plan, expect_of, plan_of
+from core.changes.plans import CallPlan, Plan, expect_of, plan_call, plan_of
 from core.changes.preview import preview, undo_note
 from core.context.context import COMPACTED, ContextKeeper
 from core.context.replies import CUT_KEY, REASONING_KEY, cut_note
@@ -128,17 +128,27 @@ class ThreadSession:
         bound = {}
         for call_id, decision in given.items():
             decision = dict(decision) if isinstance(decision, dict) else decision
-            if isinstance(decision, dict) and "expect" not in decision:
+            if isinstance(decision, dict) and decision.get("type") == "edit":
+                await self.bind_edit(decision, names.get(call_id))
+            elif isinstance(decision, dict) and "expect" not in decision:
                 plan = None
                 if decision.get("type") == "approve":
                     plan = self.shown.get((self.store.location, self.thread, call_id))
-                elif decision.get("type") == "edit" and call_id in names:
-                    edited = {"name": names[call_id], "args": decision.get("args")}
-                    plan = await plan_of(edited, self.tools)
                 if plan is not None:
                     decision["expect"] = expect_of(plan)
             bound[call_id] = decision
         return {**decisions, "decisions": bound}
+
+    async def bind_edit(self, decision: dict[str, Any], tool: str | None) -> None:
+        """An edit gets the server's plan of its own arguments (`plan`), which the graph
+        judges it on (agent_graph.approve), never the original call's plan nor its text:
+        always made here, never taken from the decision. Unless the decision carries the
+        state its preview showed, it is bound to the state its paths have now."""
+        edited = {"name": tool, "args": decision.get("args")}
+        made = await plan_call(edited, self.tools) if tool else CallPlan(error="no such call")
+        decision["plan"] = made.kept()
+        if "expect" not in decision and made.paths is not None:
+            decision["expect"] = expect_of(made.paths)
 
     # -- runs ------------------------------------------------------------------------------------
 
