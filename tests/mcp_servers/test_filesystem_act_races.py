@@ -147,6 +147,23 @@ def test_a_copy_whose_source_became_a_link_to_a_secret_copies_nothing(
     assert_refused(result, "a.txt", "a symlink is there now")
 
 
+def test_a_copy_whose_source_was_removed_copies_nothing(tmp_path: Path, root: Path) -> None:
+    """The entry checked is gone by the act: nothing is copied from the descriptor still open
+    on it, so no file appears that no longer exists anywhere."""
+    with paused_server(tmp_path, root) as (server, pauses):
+        args = {"source": "a.txt", "destination": "fresh.txt"}
+        expect = plan(server, "copy", **args)
+        call = pauses.start(server, "copy", **args, expect=expect)
+        pauses.reached("copy", "source")
+        os.unlink(root / "a.txt")
+        before = snapshot(root)
+        result = pauses.finish(call)
+    assert not temp_entries(root)
+    assert not (root / "fresh.txt").exists()
+    assert snapshot(root) == before
+    assert_refused(result, "a.txt", "it is gone")
+
+
 def test_a_copy_over_a_destination_replaced_meanwhile_leaves_it_alone(
     tmp_path: Path, root: Path
 ) -> None:
