@@ -101,3 +101,19 @@ def test_rules_grants_and_the_guard_compare_raw_paths(tmp_path: Path, name: str)
             assert grant is not None and grant["folder"] == str(root / "docs")
             deeper = places("write_file", path="docs/b/c.md")
             assert policy.covering_grant(into_docs, [grant], deeper) == grant
+
+
+def test_a_plan_naming_another_root_or_a_way_up_is_no_plan(tmp_path: Path):
+    """The client judges only what lies in its own roots, below them by a plain path: a plan
+    that names another root, or a `..` on the way, is not judged (and so never allowed)."""
+    root = tmp_path / "work"
+    other = tmp_path / "elsewhere"
+    for folder in (root, other, root / "docs"):
+        folder.mkdir()
+    call = {"name": "write_file", "args": {"path": "docs/a.md"}}
+    with FilesystemServer([root, other]) as server:
+        [entry] = json.loads(server.ok("plan", tool="write_file", args=call["args"]))["paths"]
+    assert judged(call, CallPlan([entry]), [root]).places == {"path": (root, "docs/a.md")}
+    assert judged(call, CallPlan([{**entry, "root": str(other)}]), [root]).places is None
+    way_up = {**entry, "relative": "docs/../../elsewhere/a.md"}
+    assert judged(call, CallPlan([way_up]), [root]).places is None
