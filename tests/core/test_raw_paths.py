@@ -117,3 +117,6 @@ def test_a_plan_naming_another_root_or_a_way_up_is_no_plan(tmp_path: Path):
     assert judged(call, CallPlan([{**entry, "root": str(other)}]), [root]).places is None
     way_up = {**entry, "relative": "docs/../../elsewhere/a.md"}
     assert judged(call, CallPlan([way_up]), [root]).places is None
+    # A plan that leaves a path of the call out judges none of it.
+    move = {"name": "move", "args": {"source": "docs/a.md", "destination": "b.md"}}
+    assert judged(move, CallPlan([{**entry, "argument": "source"}]), [root]).places is None
