@@ -14,13 +14,18 @@ import json
 import subprocess
 import sys
 from pathlib import Path
-from typing import Any
+from typing import Annotated, Any, TypedDict
 
 import pytest
+from langchain_core.messages import AIMessage, AnyMessage, HumanMessage, RemoveMessage
+from langgraph.channels.delta import DeltaChannel
+from langgraph.checkpoint.sqlite.aio import AsyncSqliteSaver
+from langgraph.graph import START, StateGraph
 from test_long_threads import prompts, write_notes
 
 from conftest import AGENT, REPO, Workspace, agent_env
 from core.threads.ledger import HOLD_MARKER, TEST_HOLD_ENV
+from core.threads.messages import append_messages
 from core.threads.stored_views import GRAPH_STEPS, MESSAGES, StoredView, stored_view
 from fake_llm import FakeLLM, reply, text, tool_call
 from local_model import LocalModel
@@ -165,3 +170,50 @@ def test_reading_commands_load_no_graph_model_or_mcp_client(made: Workspace, arg
         capture_output=True, text=True, env={**agent_env(), "FSAGENT_TEST_HEAVY_READ": "1"},
     )  # fmt: skip
     assert heavy.stdout == done.stdout
+
+
+class State(TypedDict):
+    messages: Annotated[list[AnyMessage], DeltaChannel(append_messages)]
+
+
+def test_writes_of_one_step_replacements_and_removals_replay_as_langgraph_does(tmp_path: Path):
+    """A graph of LangGraph's own on our message channel, where the order matters: two steps
+    that write messages in one super-step (their order is `writes_sort_key`'s), then one that
+    replaces one message by id and removes another, for 60 rounds (past a snapshot)."""
+
+    def step(name: str) -> Any:
+        def write(state: State) -> dict[str, Any]:
+            turn = len(state["messages"])
+            return {"messages": [HumanMessage(f"{name} {turn}", id=f"{name}-{turn}")]}
+
+        return write
+
+    def tidy(state: State) -> dict[str, Any]:
+        first, second = state["messages"][-2:]
+        kept = AIMessage(f"replaced {second.content}", id=second.id)
+        return {"messages": [RemoveMessage(id=first.id or ""), kept]}
+
+    graph = StateGraph(State)
+    for name in ("b_step", "a_step"):
+        graph.add_node(name, step(name))
+        graph.add_edge(START, name)
+        graph.add_edge(name, "tidy")
+    graph.add_node("tidy", tidy)
+    db = tmp_path / "order.db"
+
+    async def run() -> list[tuple[str, str, Any]]:
+        async with AsyncSqliteSaver.from_conn_string(str(db)) as saver:
+            app = graph.compile(checkpointer=saver)
+            config: Any = {"configurable": {"thread_id": "t"}}
+            for _ in range(60):
+                await app.ainvoke({"messages": []}, config)
+            state = await app.aget_state(config)
+            return [(m.type, m.id or "", m.content) for m in state.values["messages"]]
+
+    expected = asyncio.run(run())
+    with open_sqlite_reader(db) as reader:
+        stored = reader.thread("t", [MESSAGES])
+    assert stored is not None
+    got = [(m.type, m.id, m.content) for m in stored_view(stored).messages]
+    assert got == expected
+    assert len(expected) == 60 and expected[0][2].startswith("replaced")
