@@ -189,9 +189,11 @@ def test_writes_of_one_step_replacements_and_removals_replay_as_langgraph_does(t
         return write
 
     def tidy(state: State) -> dict[str, Any]:
-        first, second = state["messages"][-2:]
-        kept = AIMessage(f"replaced {second.content}", id=second.id)
-        return {"messages": [RemoveMessage(id=first.id or ""), kept]}
+        # Both writes of the step stay, so their order shows; now and then the first goes.
+        *older, last = state["messages"]
+        kept = AIMessage(f"replaced {last.content}", id=last.id)
+        gone = [RemoveMessage(id=older[0].id or "")] if len(older) % 3 == 0 else []
+        return {"messages": [*gone, kept]}
 
     graph = StateGraph(State)
     for name in ("b_step", "a_step"):
@@ -216,4 +218,4 @@ def test_writes_of_one_step_replacements_and_removals_replay_as_langgraph_does(t
     assert stored is not None
     got = [(m.type, m.id, m.content) for m in stored_view(stored).messages]
     assert got == expected
-    assert len(expected) == 60 and expected[0][2].startswith("replaced")
+    assert len(expected) > 60 and any(m[2].startswith("replaced") for m in expected)
