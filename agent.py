@@ -1021,7 +1021,9 @@ def require_store(location: str, name: str) -> None:
 
 
 def threads_command(args: argparse.Namespace, settings: Settings) -> int:
-    from terminal import commands
+    # Listing and showing read the store directly (terminal.reading), and through the graph
+    # only where that reader cannot (it returns None then).
+    from terminal import reading
 
     if args.action == "list":
         from store import missing
@@ -1030,11 +1032,21 @@ def threads_command(args: argparse.Namespace, settings: Settings) -> int:
         if absent is not None:
             print(f"No threads in {shown(settings.db)} ({absent.note}).")
             return 0
+        light = reading.threads(str(settings.db))
+        if light is not None:
+            return light
+        from terminal import commands
+
         return asyncio.run(in_reader(settings, commands.list_threads))
     if not args.name:
         print(f"fsagent: threads {args.action} needs a thread name", file=sys.stderr)
         return 1
     require_store(settings.db, args.name)
+    if args.action == "show":
+        light = reading.show(str(settings.db), args.name)
+        if light is not None:
+            return light
+    from terminal import commands
 
     async def act(store: Store, app: Graph) -> int:
         from core.threads.thread_names import existing_name
@@ -1052,11 +1064,16 @@ def threads_command(args: argparse.Namespace, settings: Settings) -> int:
 
 def approvals_command(args: argparse.Namespace, settings: Settings) -> int:
     from store import missing
-    from terminal import commands
+    from terminal import reading
 
     if missing(settings.db) is not None:
         print("No pending approvals.")
         return 0
+    light = reading.approvals(str(settings.db))  # None: read it through the graph
+    if light is not None:
+        return light
+    from terminal import commands
+
     return asyncio.run(in_reader(settings, commands.list_approvals))
 
 
@@ -1216,7 +1233,7 @@ async def open_server_tools(
 def audit_command(args: argparse.Namespace, settings: Settings) -> int:
     """Reads the store directly: needs neither LM Studio nor the MCP server."""
     from store import missing
-    from terminal import commands
+    from terminal import reading
 
     # As `threads` and `approvals`: nothing stored yet is nothing to list (exit 0), and
     # reading never creates the store.
@@ -1229,8 +1246,13 @@ def audit_command(args: argparse.Namespace, settings: Settings) -> int:
         print(f"No decisions recorded in {where} ({absent.note}).")
         return 0
 
+    light = reading.audit(str(settings.db), args.thread, args.json)  # None: a Postgres store
+    if light is not None:
+        return light
+
     async def audit() -> int:
         from store import open_store
+        from terminal import commands
 
         async with open_store(settings.db) as store:
             return await commands.print_audit(store, args.thread, args.json)

@@ -100,3 +100,16 @@ def format_result(text: str) -> str:
     if len(lines) > RESULT_LINES:
         shown.append(f"… (+{counted(len(lines) - RESULT_LINES, 'more line')})")
     return "\n  ".join(shown)
+
+
+def content_text(content: Any) -> str:
+    """MCP results come as content blocks; models and people want the text."""
+    if isinstance(content, str):
+        return content
+    parts = []
+    for block in content:
+        if isinstance(block, dict):
+            parts.append(str(block.get("text", "")))
+        else:
+            parts.append(str(block))
+    return "\n".join(parts)

@@ -8,27 +8,19 @@ neither.
 
 from __future__ import annotations
 
-import json
 import signal
 import sys
 from collections.abc import Sequence
-from datetime import datetime
-from typing import Any
-
-from langchain_core.messages import AIMessage, HumanMessage, ToolMessage
 
 from core.approval.approval import ApprovalCall
 from core.approval.decisions import AnswerValue, Decision, ResumeValue, resume_json
 from core.approval.questions import QUESTION_KIND, QuestionCall
-from core.context.summary import Summary
 from core.errors import StartupError, ThreadError
 from core.session import ThreadSession
-from core.text import counted, format_call, format_result, json_visible, visible
-from core.threads.messages import content_text
+from core.text import counted, visible
 from core.threads.thread_names import escaped
 from core.threads.threads import (
     IDLE,
-    INTERRUPTED,
     Graph,
     ThreadView,
     all_views,
@@ -36,85 +28,29 @@ from core.threads.threads import (
     close_run,
     require_thread,
 )
-from store.base import AuditRow, Store
+from store.base import Store
+from terminal import thread_listing as listing
 from terminal.console import Terminal, put
 from terminal.review import describe_call, diff_style
 from terminal.steps import StepPrinter, show_run
+from terminal.thread_listing import call_lines as call_lines
+from terminal.thread_listing import status_text as status_text
 from terminal.undo import finish_cut_off_undo, undo_at_terminal
-
-AUDIT_FIELDS = ("time", "thread", "call_id", "tool", "args", "decision", "reason", "by")
-
-
-def local_time(stamp: str) -> str:
-    try:
-        return datetime.fromisoformat(stamp).astimezone().strftime("%Y-%m-%d %H:%M")
-    except ValueError:
-        return stamp or "-"
-
-
-def status_text(view: ThreadView) -> str:
-    if view.problem:
-        return f"{view.status} (cannot resume: run fsagent threads reset {escaped(view.name)})"
-    if view.status == INTERRUPTED:
-        return f"{INTERRUPTED} (at {', '.join(view.steps)}; opening it finishes the run)"
-    return view.status
-
-
-def call_lines(view: ThreadView, indent: str = "    ") -> list[str]:
-    return [
-        f"{indent}{call.get('id')}: {format_call(call.get('name'), call.get('args'), 60)}"
-        for call in view.waiting
-    ]
-
 
 # --- threads ----------------------------------------------------------------------------------
 
 
+# `threads`, `threads show`, `approvals` and `audit` read the store directly
+# (terminal.thread_listing); these read through the graph when that reader cannot.
+
+
 async def list_threads(store: Store, app: Graph) -> int:
     views = await all_views(store, app)
-    if not views:
-        put(f"No threads in {store.location}.")
-        return 0
-    width = max(len("NAME"), *(len(escaped(v.name)) for v in views))
-    put(f"{'NAME':<{width}}  {'MESSAGES':>8}  {'LAST ACTIVITY':<16}  STATUS")
-    for view in views:
-        put(
-            f"{escaped(view.name):<{width}}  {len(view.messages):>8}  "
-            f"{local_time(view.last_activity):<16}  {status_text(view)}"
-        )
-        for line in call_lines(view):
-            put(line)
-    return 0
+    return listing.print_listing([view.as_stored() for view in views], store.location)
 
 
 async def show_thread(app: Graph, name: str) -> int:
-    view = await require_thread(app, name)
-    put(f"Thread '{escaped(name)}': {counted(len(view.messages), 'message')}, {status_text(view)}")
-    for message in view.messages:
-        if isinstance(message, HumanMessage):
-            put(f"you> {content_text(message.content)}")
-        elif isinstance(message, AIMessage):
-            if message.content:
-                put(f"agent> {content_text(message.content)}")
-            for call in message.tool_calls:
-                put(f"→ {format_call(call['name'], call['args'])}")
-        elif isinstance(message, ToolMessage):
-            mark = "✗ " if message.status == "error" else ""
-            put(f"← {mark}{format_result(content_text(message.content))}")
-    summary = Summary.from_state(((view.snapshot and view.snapshot.values) or {}).get("summary"))
-    if summary is not None:
-        # Every message is above; this is what the model is sent in place of the older ones.
-        put(
-            f"The model is sent this summary in place of the first "
-            f"{counted(summary.covers, 'message')} (compacted {counted(summary.count, 'time')}):"
-        )
-        for line in summary.text.splitlines():
-            put(f"  {line}")
-    if view.waiting:
-        put("Waiting for approval of:")
-        for line in call_lines(view, "  "):
-            put(line)
-    return 0
+    return listing.print_thread((await require_thread(app, name)).as_stored())
 
 
 async def remove_thread(store: Store, app: Graph, name: str, ask: bool) -> int:
@@ -170,24 +106,8 @@ async def reset_thread(store: Store, app: Graph, name: str) -> int:
 
 
 async def list_approvals(store: Store, app: Graph) -> int:
-    views = [view for view in await all_views(store, app) if view.waiting]
-    if not views:
-        put("No pending approvals.")
-        return 0
-    for view in views:
-        note = (
-            f" (cannot resume: run fsagent threads reset {escaped(view.name)})"
-            if view.problem
-            else ""
-        )
-        asks = " (a question)" if view.kind == QUESTION_KIND else ""
-        put(f"{escaped(view.name)}{asks}{note}")
-        for line in call_lines(view, "  "):
-            put(line)
-    put("Decide with: fsagent approve NAME [--call ID] or fsagent deny NAME [--reason TEXT]")
-    if any(view.kind == QUESTION_KIND for view in views):
-        put("Answer a question with: fsagent approve NAME --answer TEXT")
-    return 0
+    views = await all_views(store, app)
+    return listing.print_approvals([view.as_stored() for view in views])
 
 
 async def waiting_view(app: Graph, name: str) -> ThreadView:
@@ -345,25 +265,4 @@ async def undo(session: ThreadSession, call: str | None, turn: int | None, force
 
 async def print_audit(store: Store, thread: str | None, as_json: bool) -> int:
     rows = await store.audit_rows(thread)
-    if as_json:
-        shown = json.dumps([audit_dict(row) for row in rows], ensure_ascii=False, indent=1)
-        put(json_visible(shown))
-        return 0
-    if not rows:
-        where = f"thread '{thread}'" if thread else store.location
-        put(f"No decisions recorded in {where}.")
-    for row in rows:
-        put(format_audit_row(row))
-    return 0
-
-
-def audit_dict(row: AuditRow) -> dict[str, Any]:
-    return {name: getattr(row, name) for name in AUDIT_FIELDS}
-
-
-def format_audit_row(row: AuditRow) -> str:
-    args = json.dumps(row.args, ensure_ascii=False)
-    if len(args) > 120:
-        args = f"{args[:120]}… (+{len(args) - 120} chars; --json shows all)"
-    reason = f"  ({row.reason})" if row.reason else ""
-    return f"{row.time}  {row.thread}  {row.tool} {args}  {row.decision} by {row.by}{reason}"
+    return listing.print_audit(rows, thread, store.location, as_json)

@@ -11,23 +11,28 @@ from __future__ import annotations
 import json
 import uuid
 from collections.abc import Mapping
-from typing import Any, Final, Literal, NotRequired, Required, TypedDict, cast
+from typing import Any, Final, Literal, Required, TypedDict
 
 import jsonschema
 import pydantic
 from langchain_core.messages import AIMessage, ToolMessage
 from langchain_core.tools import BaseTool
 
+# The payload's types and readers live in core.approval.pauses (no library); their names
+# are kept here for the modules that import them from here.
+from core.approval.pauses import APPROVAL_KIND
+from core.approval.pauses import ApprovalCall as ApprovalCall
+from core.approval.pauses import ApprovalPayload as ApprovalPayload
+from core.approval.pauses import is_resumable_approval as is_resumable_approval
+from core.approval.pauses import read_approval as read_approval
 from core.approval.policy import Grant, Places, Policy
 from core.tools.tool_groups import WRITE_TOOLS, in_group
 
-APPROVAL_KIND: Final = "approval"
 # Version 2 added `respond`. A version-1 payload (a thread paused by an older release) still
 # resumes: the resume value has the same shape, and what it may say is judged by tool here.
 APPROVAL_VERSION = 2
 # Who decides without a person: the rules, the --approve mode, a grant the person gave.
 AUTOMATIC: Final = ("rule", "mode", "grant")
-RESUMABLE_VERSIONS: frozenset[int] = frozenset({1, 2})
 ALL_DECISIONS: tuple[str, ...] = ("approve", "edit", "reject", "respond")
 # A delete has nothing to edit that would not be a different call; approve, reject or answer.
 LIMITED_DECISIONS: dict[str, tuple[str, ...]] = {"delete": ("approve", "reject", "respond")}
@@ -150,50 +155,6 @@ def writes_to_review(
 # --- the payload and the resume value ------------------------------------------------------
 
 
-class ApprovalCall(TypedDict):
-    """One call of an approval payload, as the person (or the HTTP API) is shown it."""
-
-    id: str
-    name: str
-    args: dict[str, Any]
-    allowed_decisions: list[str]
-    # What the policy said at pause time (version 2); a version-1 payload has none.
-    policy: NotRequired[str]
-    # Why the server could not plan the call, when it could not: no rule, mode or grant
-    # judged it, and the person decides from the call itself.
-    unplanned: NotRequired[str]
-
-
-class ApprovalPayload(TypedDict):
-    """What a thread paused for approval waits on: the interrupt's value, and its JSON form
-    (the terminal, `fsagent approvals` and `/api/admin/approvals` show exactly this)."""
-
-    kind: Literal["approval"]  # APPROVAL_KIND: what tells it from a QuestionPayload
-    version: int
-    route: str
-    calls: list[ApprovalCall]
-
-
-def read_approval(value: Any) -> ApprovalPayload | None:
-    """An interrupt's value (or its JSON) as an approval payload; None if it is not one (a
-    question, another kind, a value of a foreign shape). The version is not judged here:
-    `is_resumable_approval` says whether this release can resume it."""
-    if not isinstance(value, dict) or value.get("kind") != APPROVAL_KIND:
-        return None
-    calls = value.get("calls")
-    if not isinstance(calls, list) or not all(_is_call(call) for call in calls):
-        return None
-    return cast(ApprovalPayload, value)
-
-
-def _is_call(value: Any) -> bool:
-    return (
-        isinstance(value, dict)
-        and isinstance(value.get("id"), str)
-        and isinstance(value.get("name"), str)
-    )
-
-
 def approval_json(payload: ApprovalPayload) -> dict[str, Any]:
     """The payload's JSON form: the same keys, as a plain dict."""
     return {**payload, "calls": [dict(call) for call in payload["calls"]]}
@@ -231,17 +192,6 @@ def payload_call(
     if why:
         shown["unplanned"] = why
     return shown
-
-
-def is_resumable_approval(value: Any) -> bool:
-    """An approval payload this version can resume: the current one, or an older one whose
-    resume value means the same."""
-    return (
-        isinstance(value, dict)
-        and value.get("kind") == APPROVAL_KIND
-        and value.get("version") in RESUMABLE_VERSIONS
-        and isinstance(value.get("calls"), list)
-    )
 
 
 def record_decisions(

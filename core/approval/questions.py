@@ -20,24 +20,30 @@ top on resume.
 
 from __future__ import annotations
 
-from typing import Any, Final, Literal, TypedDict, cast
+from typing import Any
 
 from langchain_core.messages import AIMessage, ToolMessage
 from langchain_core.tools import BaseTool, StructuredTool
 
 from core.approval.approval import (
     PERSON_SOURCES,
-    ApprovalPayload,
     ApprovalRecord,
     ToolCall,
     call_problem,
-    read_approval,
     tool_message,
 )
+
+# As in core.approval.approval: the payload's types and readers are core.approval.pauses'.
+from core.approval.pauses import QUESTION_KIND as QUESTION_KIND
+from core.approval.pauses import QUESTION_VERSION
+from core.approval.pauses import Pause as Pause
+from core.approval.pauses import QuestionCall as QuestionCall
+from core.approval.pauses import QuestionPayload as QuestionPayload
+from core.approval.pauses import is_question as is_question
+from core.approval.pauses import is_resumable_question as is_resumable_question
+from core.approval.pauses import read_pause as read_pause
 from core.tools.tool_groups import ASK_PERSON
 
-QUESTION_KIND: Final = "question"
-QUESTION_VERSION = 1
 NO_ONE_CAN_ANSWER = "No one can answer; decide yourself or stop."
 
 # Short on purpose: every request carries it, and local models run in small contexts.
@@ -94,54 +100,6 @@ def choices_of(call: ToolCall) -> list[str]:
     return [str(choice) for choice in choices if str(choice).strip()]
 
 
-class QuestionCall(TypedDict):
-    """One ask_person call of a question payload: the call, and the question it asks."""
-
-    id: str
-    name: str
-    args: dict[str, Any]
-    question: str
-    choices: list[str]
-
-
-class QuestionPayload(TypedDict):
-    """What a thread paused on a question waits on, and its JSON form (module docstring)."""
-
-    kind: Literal["question"]  # QUESTION_KIND: what tells it from an ApprovalPayload
-    version: int
-    route: str
-    calls: list[QuestionCall]
-
-
-def read_question(value: Any) -> QuestionPayload | None:
-    """An interrupt's value (or its JSON) as a question payload; None if it is not one. The
-    version is judged by `is_resumable_question`."""
-    if not is_question(value):
-        return None
-    calls = value.get("calls")
-    if not isinstance(calls, list) or not all(_is_question_call(call) for call in calls):
-        return None
-    return cast(QuestionPayload, value)
-
-
-def _is_question_call(value: Any) -> bool:
-    return (
-        isinstance(value, dict)
-        and isinstance(value.get("id"), str)
-        and isinstance(value.get("question"), str)
-        and isinstance(value.get("choices"), list)
-    )
-
-
-# What a paused thread waits on, which a person answers: an approval or a question.
-Pause = ApprovalPayload | QuestionPayload
-
-
-def read_pause(value: Any) -> Pause | None:
-    """An interrupt's value as the payload a person answers; None if it is neither kind."""
-    return read_approval(value) or read_question(value)
-
-
 def question_json(payload: QuestionPayload) -> dict[str, Any]:
     """The payload's JSON form: the same keys, as a plain dict."""
     return {**payload, "calls": [dict(call) for call in payload["calls"]]}
@@ -163,18 +121,6 @@ def question_payload(route: str, calls: list[ToolCall]) -> QuestionPayload:
             for call in calls
         ],
     }
-
-
-def is_question(value: Any) -> bool:
-    return isinstance(value, dict) and value.get("kind") == QUESTION_KIND
-
-
-def is_resumable_question(value: Any) -> bool:
-    return (
-        is_question(value)
-        and value.get("version") == QUESTION_VERSION
-        and isinstance(value.get("calls"), list)
-    )
 
 
 def record_answers(value: Any, calls: list[ToolCall]) -> dict[str, ApprovalRecord]:

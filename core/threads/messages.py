@@ -20,6 +20,9 @@ from langgraph.graph.message import add_messages
 
 from core.approval.approval import cut_off_answer
 
+# Here once; core.text has it, so that reading commands need not load langchain.
+from core.text import content_text as content_text
+
 
 def append_messages(current: list[Any], writes: Sequence[Any]) -> list[Any]:
     """The message reducer for DeltaChannel: apply a batch of writes in order.
@@ -55,19 +58,6 @@ def _plain_message(message: Any) -> bool:
         and not isinstance(message, BaseMessageChunk | RemoveMessage)
         and bool(message.id)
     )
-
-
-def content_text(content: Any) -> str:
-    """MCP results come as content blocks; models and people want the text."""
-    if isinstance(content, str):
-        return content
-    parts = []
-    for block in content:
-        if isinstance(block, dict):
-            parts.append(str(block.get("text", "")))
-        else:
-            parts.append(str(block))
-    return "\n".join(parts)
 
 
 def last_ai_message(messages: list[AnyMessage]) -> AIMessage | None:

@@ -13,6 +13,7 @@ for a thread that exists too.
 from __future__ import annotations
 
 import re
+from collections.abc import Collection
 from urllib.parse import quote, unquote
 
 from core.errors import ThreadError
@@ -48,12 +49,20 @@ def name_problem(given: str) -> str:
 async def stored_name(store: Store, given: str) -> str | None:
     """The stored thread `given` names, by its escaped form or by itself; None when no
     thread of the store is named so."""
-    if follows_rule(given) and "%" not in given:
-        return given if given in await store.thread_names() else None
-    names = set(await store.thread_names())
+    return name_among(await store.thread_names(), given)
+
+
+def name_among(names: Collection[str], given: str) -> str | None:
+    """`stored_name` among the store's thread names."""
     if "%" in given and unquote(given) in names:
         return unquote(given)
     return given if given in names else None
+
+
+def no_thread(given: str, location: str) -> ThreadError:
+    return ThreadError(
+        f"no thread named '{as_given(given)}' in {location}; `fsagent threads` lists them"
+    )
 
 
 async def name_to_open(store: Store, given: str) -> str:
@@ -73,7 +82,5 @@ async def existing_name(store: Store, given: str) -> str:
     that only reads or removes never registers a thread."""
     found = await stored_name(store, given)
     if found is None:
-        raise ThreadError(
-            f"no thread named '{as_given(given)}' in {store.location}; `fsagent threads` lists them"
-        )
+        raise no_thread(given, store.location)
     return found

@@ -35,18 +35,19 @@ from core.errors import ThreadError
 from core.text import format_call
 from core.threads.ledger import recorded_answer
 from core.threads.messages import last_human_text, unanswered_calls
+
+# The statuses and the steps are core.threads.stored_views', which judges a thread from the
+# store alone, for the commands that only read.
+from core.threads.stored_views import IDLE as IDLE
+from core.threads.stored_views import INTERRUPTED as INTERRUPTED
+from core.threads.stored_views import PERSON_UPDATE as PERSON_UPDATE
+from core.threads.stored_views import WAITING as WAITING
+from core.threads.stored_views import WAITING_ANSWER as WAITING_ANSWER
+from core.threads.stored_views import Message, StoredView
+from core.threads.stored_views import stopped_at as stopped_at
 from core.threads.thread_names import escaped
 from core.tools.tool_groups import WRITE_TOOLS
 from store.base import Store
-
-IDLE = "idle"
-WAITING = "waiting for approval"
-WAITING_ANSWER = "waiting for an answer"  # to the model's ask_person question
-INTERRUPTED = "interrupted"
-
-# The node whose name updates made between turns (revoking a grant) are recorded under. It
-# never runs; it leads to END, so an update as it schedules nothing.
-PERSON_UPDATE = "person_update"
 
 # One request may take this many model calls before the turn is stopped for the person.
 MAX_MODEL_CALLS_PER_TURN = 25
@@ -88,6 +89,32 @@ class ThreadView:
         """The person's last request: what caused the calls it waits on, if it waits."""
         return last_human_text(self.messages)
 
+    def as_stored(self) -> StoredView:
+        """The view as the reading commands print it (terminal.thread_listing)."""
+        values = (self.snapshot and self.snapshot.values) or {}
+        return StoredView(
+            name=self.name,
+            status=self.status,
+            messages=[as_message(m) for m in self.messages],
+            last_activity=self.last_activity,
+            waiting=self.waiting,
+            kind=self.kind,
+            steps=self.steps,
+            problem=self.problem,
+            summary=values.get("summary"),
+        )
+
+
+def as_message(message: AnyMessage) -> Message:
+    return Message(
+        type=message.type,
+        id=message.id or "",
+        content=message.content,
+        tool_calls=[dict(call) for call in getattr(message, "tool_calls", None) or []],
+        status=str(getattr(message, "status", None) or "success"),
+        name=message.name,
+    )
+
 
 async def view_thread(app: Graph, name: str) -> ThreadView | None:
     """The thread as stored, judged from the raw checkpoint as well as the graph's view: a
@@ -120,16 +147,6 @@ async def view_thread(app: Graph, name: str) -> ThreadView | None:
         problem=problem,
         snapshot=snapshot,
     )
-
-
-def stopped_at(checkpoint: Any) -> list[str]:
-    """The steps a checkpoint is due to run next, by name, whatever graph wrote it.
-
-    LangGraph triggers node X through channel `branch:to:X` and clears that channel when X
-    runs, so a value still there is a step not yet done."""
-    prefix = "branch:to:"
-    values = checkpoint.get("channel_values") or {}
-    return sorted(channel[len(prefix) :] for channel in values if channel.startswith(prefix))
 
 
 def stored_interrupts(pending_writes: list[Any]) -> list[Any]:
