@@ -184,3 +184,19 @@ def test_the_leftover_sweep_starts_after_the_restriction_and_works_under_it(
                 break
     assert b"removed 20000 leftover temp entries" in line
     assert [path.name for path in tmp_path.iterdir()] == ["kept.txt"]
+
+
+def test_every_root_is_open_to_the_server_not_only_the_first(tmp_path: Path) -> None:
+    first, second = tmp_path / "first", tmp_path / "second"
+    first.mkdir()
+    second.mkdir()
+    (second / "b.txt").write_text("in the second root\n")
+    with RawServer([first, second]) as raw:
+        assert raw.initialized["capabilities"]["experimental"][CAPABILITY]["holds"]
+        read = tool_text(raw.answer(raw.call("read_file", path=str(second / "b.txt"))))
+        wrote = tool_text(
+            raw.answer(raw.call("write_file", path=str(second / "c.txt"), content="c\n"))
+        )
+    assert read == ("in the second root\n", False)
+    assert not wrote[1], wrote
+    assert (second / "c.txt").read_text() == "c\n"
