@@ -63,12 +63,14 @@ async def serving(
     allowed_hosts: tuple[str, ...] = (),
     base: str = BASE,
     roots: tuple[Path, ...] | None = None,
+    constrain_calls: str = "auto",
 ) -> AsyncIterator[Served]:
     settings = Settings(
         base_url=base_url,
         roots=roots or (workspace.root,),
         db=workspace.db,
         approve=approve,  # type: ignore[arg-type]
+        constrain_calls=constrain_calls,  # type: ignore[arg-type]
     )
     access = Access(host=host, port=PORT, token=token, allowed_hosts=allowed_hosts)
     async with open_service(settings, access) as app:
