@@ -28,7 +28,11 @@ from core.context.tls import verify_for
 
 SCALE_KEY = "fsagent_count_scale"  # additional_kwargs of a reply: the thread's ratio then
 MAX_SCALE = 6.0  # the most a ratio is believed: more is an estimate too small to judge by
-MIN_SAMPLE = 48  # estimated tokens a ratio is read from, at least
+# Estimated tokens a ratio is read from, at least. A template wraps each message in tokens
+# our estimate does not see (role markers, a call's JSON): on a turn of short messages (a
+# request, a call, a one-line answer, ~80 estimated tokens) they made a ratio of 1.9, which
+# then doubled the estimate of the next turn's long prose and refused it as too long.
+MIN_SAMPLE = 256
 
 # A tool result this long (characters) is counted by the server before it is sent.
 LARGE_RESULT = 1200

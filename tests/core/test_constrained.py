@@ -1,19 +1,14 @@
-"""core.context.constrained and core.context.counts, piece by piece: the schemas, the tools
-in the prompt, reading a reply written to the schema (and its answer as it streams), when
-calls are constrained, and the server's counts."""
+"""core.context.constrained, piece by piece: the schemas, the tools in the prompt, reading a
+reply written to the schema (and its answer as it streams), and when calls are constrained."""
 
 from __future__ import annotations
 
-import asyncio
 import json
-import math
 
 import pytest
 from langchain_core.messages import AIMessage, BaseMessage, HumanMessage, ToolMessage
 
 from core.approval.approval import CUT_CALL
-from core.context.budget import Budget, estimate_message, summary_tokens_for
-from core.context.chat_model import make_chat_model
 from core.context.constrained import (
     MAX_CALLS,
     AnswerStream,
@@ -28,10 +23,8 @@ from core.context.constrained import (
     step_schema,
     tool_lines,
 )
-from core.context.context import ContextKeeper
-from core.context.counts import SCALE_KEY, ServerCounter, ratio, thread_scale
 from core.context.text_calls import TEXT_CALL_KEY
-from fake_llm import NO_SCHEMA_WORDS, FakeLLM, fits, lmstudio_overflow_words, text, tokenize
+from fake_llm import NO_SCHEMA_WORDS, fits, lmstudio_overflow_words
 
 WRITE = {
     "type": "function",
@@ -197,58 +190,3 @@ def test_the_real_refusals_are_told_apart() -> None:
     assert refuses_schema("'response_format.json_schema.schema' must be an object")  # LM Studio
     overflow = lmstudio_overflow_words(5000, 4096, "does-not-fit")
     assert not refuses_schema(overflow) and not refuses_tools(overflow)
-
-
-# -- the server's counts ---------------------------------------------------------------------
-
-
-def test_a_ratio_is_read_only_from_a_sample_and_never_below_one() -> None:
-    assert ratio(300, 100) == 3.0 and ratio(50, 100) == 1.0
-    assert ratio(300, 10) is None  # too few tokens estimated to judge by
-    assert ratio(10_000, 100) == 6.0  # an estimate that small is not believed further
-    replies: list[BaseMessage] = [
-        AIMessage("a", additional_kwargs={SCALE_KEY: 2.5}),
-        HumanMessage("b"),
-        AIMessage("c"),
-    ]
-    assert thread_scale(replies) == 2.5 and thread_scale([]) == 1.0
-
-
-def test_a_reply_keeps_the_ratio_and_the_next_estimate_is_scaled_by_it() -> None:
-    cjk = "日本語の文章です。" * 60  # 540 characters: ~180 tokens by our estimate, 540 real
-    with FakeLLM([text("OK.")], flavour="llamacpp", context=8192) as llm:
-        chat = make_chat_model(llm.base_url, "fake-model", max_tokens=64)
-        keep = ContextKeeper(lambda: chat, [], budget=Budget.for_context(8192))
-        history: list[BaseMessage] = [HumanMessage(cjk, id="h0")]
-        sent = asyncio.run(keep.send(history, None))
-        counted = llm.cache_stats[0].prompt_tokens
-    found = sent.response.additional_kwargs[SCALE_KEY]
-    assert 2.0 < found <= 3.2
-    later: list[BaseMessage] = [*history, sent.response, HumanMessage(cjk, id="h1")]
-    request = keep.request(later, None)
-    # The new message's estimate times the thread's ratio; the rest the server's count.
-    usage = sent.response.usage_metadata
-    assert usage is not None and usage["input_tokens"] == counted
-    known = usage["input_tokens"] + usage["output_tokens"]
-    assert keep.estimate(request, later, None) == known + math.ceil(
-        estimate_message(request[-1]) * found
-    )
-
-
-def test_llama_cpp_counts_text_with_its_own_tokenizer() -> None:
-    text = "日本語" * 100
-    with FakeLLM([], flavour="llamacpp") as llm:
-        counter = ServerCounter(llm.base_url, "llamacpp")
-        assert asyncio.run(counter.count(text)) == len(tokenize(text)) == 300
-    # Nowhere else: no request is made.
-    elsewhere = ServerCounter("http://127.0.0.1:9/v1", "lmstudio")
-    assert asyncio.run(elsewhere.count(text)) is None
-    with FakeLLM([], flavour="openai") as llm:
-        gone = ServerCounter(llm.base_url, "llamacpp")  # a proxy without /tokenize
-        assert asyncio.run(gone.count(text)) is None and not gone.available
-
-
-def test_a_small_context_keeps_a_smaller_room_for_its_summary() -> None:
-    assert summary_tokens_for(2048) == 170 and summary_tokens_for(4096) == 300
-    assert summary_tokens_for(512) == 96 and summary_tokens_for(131072) == 300
-    assert Budget.for_context(2048).room(900) == 2048 - 256 - 900 - 170
