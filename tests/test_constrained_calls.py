@@ -67,7 +67,8 @@ def test_on_a_small_model_reaches_the_approval_of_a_real_write_call(workspace: W
     assert schema is not None and "tools" not in step
     calls = schema["anyOf"][1]["properties"]["calls"]["items"]["anyOf"]
     names = [c["properties"]["tool"]["const"] for c in calls]
-    assert "write_file" in names and "move" not in names
+    assert "write_file" in names and "move" in names  # every tool the request offers
+    assert "list_allowed_roots" not in names  # and none it does not
     write = calls[names.index("write_file")]["properties"]["arguments"]
     assert write["required"] == ["path", "content"] and write["additionalProperties"] is False
     assert "- write_file(path, content): " in step["messages"][0]["content"]

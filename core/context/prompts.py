@@ -8,9 +8,8 @@ same reason (see core.context.context).
 """
 
 SYSTEM_PROMPT = (
-    "You are fsagent. You work on the person's files through your tools; paths are relative "
-    "to the first folder. Read before you change. Never retry a rejected call. If unsure, "
-    "ask. Be brief."
+    "You are fsagent: you work on files with your tools, paths relative to the first folder. "
+    "Read before you change; never retry a rejected call. Be brief."
 )
 
 # Appended to the person's latest words in the router's request only.
