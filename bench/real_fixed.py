@@ -48,15 +48,22 @@ def main(base: str) -> None:
     names = [tool["function"]["name"] for tool in offered]
     print(f"all {len(offered)} tools + system: {real_tokens(base, offered, SYSTEM_PROMPT)}")
     print(f"  ({', '.join(names)})")
-    print(f"--read-only, {len(read_offered)} tools: {real_tokens(base, read_offered, SYSTEM_PROMPT)}")
+    print(
+        f"--read-only, {len(read_offered)} tools: {real_tokens(base, read_offered, SYSTEM_PROMPT)}"
+    )
     print(f"system prompt alone: {real_tokens(base, [], SYSTEM_PROMPT)}")
     for route, wanted in SMALL_CONTEXT_TOOLS.items():
         tools = [tool for tool in offered if tool["function"]["name"] in wanted]
-        print(f"small context, {route} ({len(tools)} tools): {real_tokens(base, tools, SYSTEM_PROMPT)}")
+        counted = real_tokens(base, tools, SYSTEM_PROMPT)
+        print(f"small context, {route} ({len(tools)} tools): {counted}")
     for tool in offered:
         alone = real_tokens(base, [tool], SYSTEM_PROMPT) - real_tokens(base, [], SYSTEM_PROMPT)
         print(f"  {tool['function']['name']}: +{alone}")
 
 
 if __name__ == "__main__":
-    main(sys.argv[1].rstrip("/").removesuffix("/v1") if len(sys.argv) > 1 else "http://127.0.0.1:18080")
+    main(
+        sys.argv[1].rstrip("/").removesuffix("/v1")
+        if len(sys.argv) > 1
+        else "http://127.0.0.1:18080"
+    )
