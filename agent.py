@@ -61,6 +61,9 @@ DEFAULT_SERVE_HOST = "127.0.0.1"
 DEFAULT_SERVE_PORT = 8765
 ApproveMode = Literal["ask", "yes", "no"]
 APPROVE_MODES: tuple[ApproveMode, ...] = ("ask", "yes", "no")
+# As core.context.constrained has them; here so --help imports nothing of the model's.
+ConstrainMode = Literal["auto", "on", "off"]
+CONSTRAIN_MODES: tuple[ConstrainMode, ...] = ("auto", "on", "off")
 
 EXIT_CODES = (
     "exit codes: 0 finished; 1 error during the run; 2 cannot start (bad flags, LM Studio "
@@ -96,6 +99,7 @@ class Settings:
     max_tokens: int | None = None  # None: fits the budget (core.context.budget.default_max_tokens)
     hide_reasoning: bool = False
     text_calls: bool = True  # read tool calls a model wrote as text (core.context.text_calls)
+    constrain_calls: ConstrainMode = "auto"  # calls fit a JSON schema (core.context.constrained)
 
 
 @dataclass(frozen=True)
@@ -400,6 +404,15 @@ def add_agent_options(parser: argparse.ArgumentParser, *, suppress: bool = False
         help="do not read tool calls a model writes as text (<tool_call> tags, bare or "
         "fenced JSON) as calls; show them as its answer",
     )
+    parser.add_argument(
+        "--constrain-calls",
+        choices=CONSTRAIN_MODES,
+        default=default(os.environ.get("FSAGENT_CONSTRAIN_CALLS", "auto")),
+        help="make each step's output fit a JSON schema of the tools offered (or an answer), "
+        "so a small model's calls are valid: on, off, or auto (default: on when the server "
+        "says the model has no tool support, or once it has written calls as text or "
+        "malformed them twice in a thread); env FSAGENT_CONSTRAIN_CALLS",
+    )
     replay = parser.add_mutually_exclusive_group()
     replay.add_argument(
         "--record",
@@ -437,6 +450,16 @@ def context_from_env() -> int | None:
         raise StartupError(f"FSAGENT_CONTEXT_LENGTH: {error}") from None
 
 
+def constrain_mode(value: str) -> ConstrainMode:
+    """--constrain-calls, or FSAGENT_CONSTRAIN_CALLS, which argparse does not check."""
+    for mode in CONSTRAIN_MODES:
+        if value.strip().lower() == mode:
+            return mode
+    raise StartupError(
+        f"FSAGENT_CONSTRAIN_CALLS: {value!r} is not auto, on or off; set one of them or unset it"
+    )
+
+
 def settings_from_args(args: argparse.Namespace) -> Settings:
     context_length, context_flag = args.context_length, "--context-length"
     if context_length is None:
@@ -464,6 +487,7 @@ def settings_from_args(args: argparse.Namespace) -> Settings:
         max_tokens=args.max_tokens,
         hide_reasoning=args.hide_reasoning,
         text_calls=not args.no_text_calls,
+        constrain_calls=constrain_mode(args.constrain_calls),
     )
 
 
@@ -724,7 +748,9 @@ async def open_agent(
     whose write calls go through its ledger. Whether the kernel holds the server is said
     once, on stderr (or in the chat's banner: `in_banner`)."""
     from core.approval.questions import with_ask_person
+    from core.context.constrained import CallMode
     from core.context.context import ContextKeeper
+    from core.context.counts import ServerCounter
     from core.opening import ThreadParts
     from core.tools.tool_groups import ALLOWED_TOOLS
     from core.tools.tool_schemas import offered_tools
@@ -747,6 +773,8 @@ async def open_agent(
             budget=loaded.budget,
             max_tokens=loaded.max_tokens,
             text_calls=settings.text_calls,
+            calls=CallMode(settings.constrain_calls, no_tools=loaded.choice.no_tools),
+            counter=ServerCounter(settings.base_url, loaded.choice.server),
         )
         if settings.read_only:
             from core.read_only import build_read_only_agent
@@ -760,7 +788,11 @@ async def open_agent(
                 mode=settings.approve, store=store, context=context,
             )  # fmt: skip
         parts = ThreadParts(app, store, settings.base_url, tools, context, settings.verbose)
-        yield Agent(app, tools, launched.policy, server, loaded.choice, context, parts)
+        try:
+            yield Agent(app, tools, launched.policy, server, loaded.choice, context, parts)
+        finally:
+            if context.counter is not None:
+                await context.counter.close()
 
 
 def kernel_sandbox_line(sandbox: KernelSandbox, verbose: bool) -> str | None:

@@ -36,7 +36,14 @@ from core.approval.approval import ApprovalRecord, ToolCall
 from core.approval.policy import Policy
 from core.changes import plans
 from core.changes.undo_capture import capture
-from core.context.context import ContextKeeper, Sent, announce_compaction, with_route
+from core.context.context import (
+    ContextKeeper,
+    Sent,
+    announce_compaction,
+    announce_notice,
+    answer_streamer,
+    with_route,
+)
 from core.context.prompts import ROUTE_NOTES
 from core.context.replies import mark_cut, was_cut
 from core.context.summary import Summary
@@ -77,7 +84,7 @@ class AgentState(TypedDict, total=False):
 def parse_route(text: str) -> str:
     """The first group name in the model's answer; anything else is `general`."""
     for word in text.lower().replace("*", " ").replace("`", " ").split():
-        word = word.strip(".,:;!\"'()[]")
+        word = word.strip(".,:;!\"'()[]{}")
         if word in ROUTES:
             return word
     return "general"
@@ -111,8 +118,15 @@ def build_graph(
 
     async def router(state: AgentState) -> dict[str, Any]:
         messages = state.get("messages", [])
+        # The router's request offers the tools of the last turn's route, which the agent's
+        # requests of that route extend (on a small context each route offers its own).
         sent = await context.send(
-            messages, _summary(state), route_question=True, on_compacted=announce_compaction
+            messages,
+            _summary(state),
+            route_question=True,
+            route=state.get("route", "general"),
+            on_compacted=announce_compaction,
+            on_notice=announce_notice,
         )
         # The reply's reasoning was set apart already: only its answer names the route.
         route = parse_route(content_text(sent.response.content))
@@ -134,7 +148,12 @@ def build_graph(
             if calls >= max_model_calls:
                 return {"messages": [_step_limit_message(max_model_calls)]}
             sent = await context.send(
-                state.get("messages", []), _summary(state), on_compacted=announce_compaction
+                state.get("messages", []),
+                _summary(state),
+                route=group,
+                on_compacted=announce_compaction,
+                on_notice=announce_notice,
+                on_text=answer_streamer(f"agent_{group}"),
             )
             response = sent.response
             if was_cut(response):

@@ -23,7 +23,8 @@ from core.approval.policy import Grant
 from core.approval.questions import Pause
 from core.changes.plans import CallPlan, Plan, expect_of, plan_call, plan_of
 from core.changes.preview import preview, undo_note
-from core.context.context import COMPACTED, ContextKeeper
+from core.context.constrained import CONSTRAINED_KEY
+from core.context.context import ANSWER_TEXT, COMPACTED, NOTICE, ContextKeeper
 from core.context.replies import CUT_KEY, REASONING_KEY, cut_note
 from core.context.summary import Summary
 from core.context.text_calls import TEXT_CALL_KEY, ReplyStream, Shown
@@ -312,6 +313,9 @@ class ThreadSession:
         if mode == "custom":
             if isinstance(chunk, dict):
                 yield from self._new_summary(chunk.get(COMPACTED))
+                if isinstance(chunk.get(NOTICE), str):
+                    yield events.Notice(chunk[NOTICE])
+                yield from self._constrained(chunk.get(ANSWER_TEXT))
             return
         if mode == "messages":
             message, meta = chunk
@@ -339,6 +343,20 @@ class ThreadSession:
                 stream = self._streams[node] = ReplyStream(plain=plain, hold_calls=hold)
             yield from _pieces(stream.feed(chunk.content))
 
+    def _constrained(self, said: Any) -> Iterator[events.Event]:
+        """A piece of a reply written to a schema (core.context.constrained): the text of its
+        answer, which the keeper read out of the JSON as it came, and any reasoning."""
+        if not isinstance(said, dict):
+            return
+        if isinstance(said.get("reasoning"), str) and said["reasoning"]:
+            yield events.Reasoning(said["reasoning"])
+        text, node = said.get("text"), str(said.get("node", ""))
+        if isinstance(text, str) and text:
+            stream = self._streams.get(node)
+            if stream is None:  # JSON is neither thinking nor a call written as text
+                stream = self._streams[node] = ReplyStream(plain=True, hold_calls=False)
+            yield from _pieces(stream.feed(text))
+
     def _flush(self, node: str, update: Any = None) -> Iterator[events.Event]:
         stream = self._streams.pop(node, None)
         if stream is None:
@@ -346,6 +364,11 @@ class ThreadSession:
         messages = update.get("messages") if isinstance(update, dict) else None
         read = any(
             isinstance(m, AIMessage) and TEXT_CALL_KEY in m.additional_kwargs
+            for m in messages or []
+        )
+        # A reply written to a schema says nothing of the think tags either.
+        read = read or any(
+            isinstance(m, AIMessage) and CONSTRAINED_KEY in m.additional_kwargs
             for m in messages or []
         )
         yield from _pieces(stream.finish(read_as_calls=read))

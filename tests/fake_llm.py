@@ -195,6 +195,7 @@ class FakeModel:
     publisher: str = "fake"
     arch: str = "llama"
     quantization: str = "Q4_K_M"
+    tools: bool = True  # trained for tool use: LM Studio's capabilities, Ollama's refusal
 
     @property
     def is_chat(self) -> bool:
@@ -202,7 +203,7 @@ class FakeModel:
 
 
 def parse_model(spec: str) -> FakeModel:
-    """`NAME[:TYPE[:STATE[:CONTEXT]]]`, the --model flag's format."""
+    """`NAME[:TYPE[:STATE[:CONTEXT[:no-tools]]]]`, the --model flag's format."""
     name, *rest = spec.split(":")
     fields: dict[str, Any] = {}
     if len(rest) > 0 and rest[0]:
@@ -211,15 +212,21 @@ def parse_model(spec: str) -> FakeModel:
         fields["state"] = rest[1]
     if len(rest) > 2 and rest[2]:
         fields["context"] = int(rest[2])
+    if len(rest) > 3 and rest[3]:
+        fields["tools"] = rest[3] != "no-tools"
     return FakeModel(name, **fields)
 
 
 # -- tokens --------------------------------------------------------------------------------
 
-# A word piece of at most 4 letters/digits, or one other character, either with the one space
-# before it; or a run of whitespace. Every character matches, so the tokens join back into
-# the text exactly, which is what lets a reply be cut at a token.
-_TOKEN = re.compile(r" ?\w{1,4}| ?[^\w\s]|\s+")
+# A CJK character, or a word piece of at most 4 other letters/digits, or one other character,
+# each with the one space before it; or a run of whitespace. Every character matches, so the
+# tokens join back into the text exactly, which is what lets a reply be cut at a token. CJK
+# text is about a token a character in real tokenizers (three times our estimate of
+# characters / 3): the stand-in counts it so, which is how the tests meet a server that
+# counts more than fsagent guessed (issue 30).
+_CJK = "\u3040-\u30ff\u3400-\u4dbf\u4e00-\u9fff\uf900-\ufaff\uac00-\ud7af"
+_TOKEN = re.compile(rf" ?[{_CJK}]| ?[^\W{_CJK}]{{1,4}}| ?[^\w\s]|\s+")
 
 
 def tokenize(text: str) -> list[str]:
@@ -352,6 +359,143 @@ def _generate(step: Reply, limit: int | None) -> _Generation:
     return _Generation(cut_step, finish, min(used, budget))
 
 
+# -- schemas: what a grammar lets a model write -----------------------------------------------
+#
+# A request with `response_format: {"type": "json_schema", ...}` is answered within the schema,
+# as llama.cpp's grammar (and LM Studio's structured output, Ollama's `format`) would force:
+# the scripted content when it is JSON that fits, else the nearest thing that fits. Prose
+# becomes the first string a branch asks for (`{"answer": "..."}`); scripted tool calls are
+# written as `{"calls": [{"tool": NAME, "arguments": {...}}]}` first, which is what a model
+# told of such a schema writes, and then fitted the same way.
+
+_TYPES: dict[str, tuple[type, ...]] = {
+    "string": (str,),
+    "integer": (int,),
+    "number": (int, float),
+    "boolean": (bool,),
+    "array": (list,),
+    "object": (dict,),
+    "null": (type(None),),
+}
+
+
+def fits(value: Any, schema: Any) -> bool:
+    """Whether value fits the subset of JSON schema grammars take (types, properties,
+    required, additionalProperties, enum, const, anyOf, items, min/maxItems)."""
+    if not isinstance(schema, dict):
+        return True
+    if "anyOf" in schema:
+        return any(fits(value, option) for option in schema["anyOf"])
+    if "const" in schema and value != schema["const"]:
+        return False
+    if "enum" in schema and value not in schema["enum"]:
+        return False
+    kind = schema.get("type") or ("object" if "properties" in schema else None)
+    if kind is not None:
+        allowed = _TYPES.get(str(kind), (object,))
+        if not isinstance(value, allowed) or (kind != "boolean" and isinstance(value, bool)):
+            return False
+    if isinstance(value, dict):
+        properties = schema.get("properties") or {}
+        if any(key not in value for key in schema.get("required") or ()):
+            return False
+        if schema.get("additionalProperties") is False and set(value) - set(properties):
+            return False
+        return all(fits(v, properties[k]) for k, v in value.items() if k in properties)
+    if isinstance(value, list):
+        if len(value) < int(schema.get("minItems", 0)):
+            return False
+        if len(value) > int(schema.get("maxItems", len(value))):
+            return False
+        return all(fits(item, schema.get("items")) for item in value)
+    return True
+
+
+def fitted(value: Any, schema: Any) -> Any:
+    """value, or the nearest value that fits schema: what a grammar lets through."""
+    if fits(value, schema) or not isinstance(schema, dict):
+        return value
+    if "anyOf" in schema:
+        options = schema["anyOf"]
+
+        # The branch whose properties the value shares most, else the first.
+        def shared(option: Any) -> int:
+            keys = set((option.get("properties") or {}) if isinstance(option, dict) else {})
+            return len(keys & set(value)) if isinstance(value, dict) else 0
+
+        return fitted(value, max(options, key=shared))
+    if "const" in schema:
+        return schema["const"]
+    if "enum" in schema:
+        text = str(value).lower()
+        return next((e for e in schema["enum"] if str(e).lower() in text), schema["enum"][0])
+    kind = schema.get("type") or ("object" if "properties" in schema else "string")
+    if kind == "object":
+        properties = schema.get("properties") or {}
+        given = value if isinstance(value, dict) else {}
+        out = {k: fitted(v, properties[k]) for k, v in given.items() if k in properties}
+        for key in schema.get("required") or ():
+            if key not in out:
+                spec = properties.get(key) or {}
+                # A model's words go into the first thing the schema asks for.
+                loose = None if isinstance(value, dict) or out else value
+                out[key] = fitted(loose, spec)
+        return out
+    if kind == "array":
+        items = value if isinstance(value, list) else ([] if value is None else [value])
+        items = [fitted(item, schema.get("items")) for item in items]
+        least = int(schema.get("minItems", 0))
+        while len(items) < least:
+            items.append(fitted(None, schema.get("items")))
+        return items[: int(schema.get("maxItems", len(items)))]
+    if kind == "string":
+        return value if isinstance(value, str) else ("" if value is None else json.dumps(value))
+    if kind == "integer":
+        return int(value) if isinstance(value, int | float) and not isinstance(value, bool) else 0
+    if kind == "number":
+        return value if isinstance(value, int | float) and not isinstance(value, bool) else 0
+    if kind == "boolean":
+        return bool(value)
+    return None
+
+
+def schema_of(request: dict[str, Any]) -> dict[str, Any] | None:
+    """The JSON schema a request's reply must fit, if it asks for one."""
+    wanted = request.get("response_format")
+    if not isinstance(wanted, dict) or wanted.get("type") != "json_schema":
+        return None
+    schema = (wanted.get("json_schema") or {}).get("schema")
+    return schema if isinstance(schema, dict) else None
+
+
+def constrained_call(name: str, args: dict[str, Any]) -> Reply:
+    """A reply a model writes to a schema of calls: `{"calls": [{"tool", "arguments"}]}`."""
+    return text(json.dumps({"calls": [{"tool": name, "arguments": args}]}))
+
+
+def within_schema(step: Reply, schema: dict[str, Any]) -> Reply:
+    """The step as a grammar for `schema` lets the model write it (see above)."""
+    content: Any = step["content"]
+    if step["tool_calls"]:
+        content = {
+            "calls": [
+                {"tool": call["name"], "arguments": json.loads(call["arguments"] or "{}")}
+                for call in step["tool_calls"]
+            ]
+        }
+    else:
+        with contextlib.suppress(ValueError):
+            content = json.loads(content)
+    written = json.dumps(fitted(content, schema), ensure_ascii=False)
+    return {**step, "content": written, "tool_calls": [], "loop": ""}
+
+
+# A server without structured output, in the words of llama.cpp before it took json_schema
+# (utils.hpp, oaicompat_chat_completion_params_parse), which ik_llama.cpp still answered with
+# in 2025 as an HTTP 500 `server_error` (ikawrakow/ik_llama.cpp#778).
+NO_SCHEMA_WORDS = 'response_format type must be one of "text" or "json_object", but got: {kind}'
+
+
 # -- the wire format -----------------------------------------------------------------------
 
 
@@ -477,8 +621,12 @@ def lmstudio_overflow_words(prompt: int, context: int, wording: str = "n_keep") 
             "shorter input"
         )
     if wording == "does-not-fit":
-        # #2322 quotes the words, not the numbers; the counts here are the stand-in's.
-        return f"Input does not fit in context length ({prompt} >= {context} tokens)"
+        # #2322 quotes the first words; the whole line, from LM Studio's MLX engine in a
+        # stream's error frame, as a client's test quotes it verbatim (2026-10-08).
+        return (
+            f"Input does not fit in context length. The input has {prompt} tokens, but the "
+            f"context length only supports {context} tokens."
+        )
     return (
         "The number of tokens to keep from the initial prompt is greater than the context "
         f"length (n_keep: {prompt}>= n_ctx: {context}). Try to load the model with a larger "
@@ -592,6 +740,9 @@ class _Handler(BaseHTTPRequestHandler):
             else:
                 self._send_json(200, shown)
             return
+        if self.server.fake.flavour == "llamacpp" and self.path.rstrip("/") == "/tokenize":
+            self._send_json(*self.server.fake._tokenize(raw))
+            return
         if self.path.rstrip("/") != "/v1/chat/completions":
             self._no_route("POST")
             return
@@ -603,7 +754,7 @@ class _Handler(BaseHTTPRequestHandler):
         fake = self.server.fake
         prompt = render_prompt(request)
         tokens = tokenize(prompt)
-        refusal = fake._admit(request, len(tokens))
+        refusal = fake._admit(request, len(tokens)) or fake._unsupported(request)
         try:
             if refusal is not None:
                 self._refuse(request, *refusal)
@@ -736,6 +887,7 @@ class FakeLLM:
         props: bool = True,
         lmstudio_wording: str | None = None,
         stream_errors: bool = True,
+        structured_output: bool = True,
     ) -> None:
         if flavour not in FLAVOURS:
             raise ValueError(f"flavour must be one of {', '.join(FLAVOURS)}, not {flavour!r}")
@@ -754,6 +906,10 @@ class FakeLLM:
         # 200 stream (0.4.2x) or as a 400 before any stream (0.3.x).
         self.lmstudio_wording = lmstudio_wording or "n_keep"
         self.stream_errors = stream_errors
+        # Whether response_format json_schema is honoured (a grammar) or refused, as a server
+        # without structured output does (NO_SCHEMA_WORDS).
+        self.structured_output = structured_output
+        self.tokenized: list[str] = []  # llama.cpp: every text POST /tokenize counted
         self.truncated: list[tuple[int, int]] = []  # Ollama: (prompt tokens, kept), silently
         self.exhausted = 0
         self._port = port
@@ -890,10 +1046,55 @@ class FakeLLM:
             return _overflow(self.flavour, prompt, context, self.lmstudio_wording)
         return None
 
+    def _unsupported(self, request: dict[str, Any]) -> tuple[int, dict[str, Any]] | None:
+        """The refusal (status, body) of what the server or the model does not do: tools
+        for a model without tool support on Ollama, a schema on a server without
+        structured output. Checked after the context, so a refusal is logged too."""
+        with self._lock:
+            model = self._serving(request.get("model"))
+        if self.flavour == "ollama" and request.get("tools") and not model.tools:
+            # ollama/ollama#6027 (the /v1 endpoint, verbatim), #5793.
+            error = {
+                "message": f"{model.id} does not support tools",
+                "type": "api_error",
+                "param": None,
+                "code": None,
+            }
+            return 400, {"error": error}
+        wanted = request.get("response_format")
+        if self.structured_output or not isinstance(wanted, dict):
+            return None
+        words = NO_SCHEMA_WORDS.format(kind=wanted.get("type"))
+        if self.flavour == "lmstudio":
+            return 400, {"error": words}
+        if self.flavour == "llamacpp":
+            return 500, {"error": {"code": 500, "message": words, "type": "server_error"}}
+        return 400, _error_body(words, "invalid_request_error")
+
+    def _tokenize(self, raw: bytes) -> tuple[int, dict[str, Any]]:
+        """llama.cpp's POST /tokenize: `{"content": text}` -> `{"tokens": [ids]}`."""
+        try:
+            content = json.loads(raw).get("content")
+        except (ValueError, AttributeError):
+            content = None
+        if not isinstance(content, str):
+            error = {
+                "code": 400,
+                "message": '"content" must be provided',
+                "type": "invalid_request_error",
+            }
+            return 400, {"error": error}
+        with self._lock:
+            self.tokenized.append(content)
+        return 200, {"tokens": list(range(len(tokenize(content))))}
+
     def _deliver(
         self, request: dict[str, Any], step: Reply, model: str, text: str, tokens: list[str]
     ) -> _Answer:
         """Cut the step to what the server would produce, and account for the cache."""
+        schema = schema_of(request)
+        if schema is not None:
+            step = within_schema(step, schema)
         with self._lock:
             context = self._context(self._serving(request.get("model")))
         limits = [n for n in (_limit_of(request),) if n is not None]
@@ -984,6 +1185,9 @@ class FakeLLM:
         }
         if loaded:
             entry["loaded_context_length"] = self._context(model)
+        if model.is_chat:
+            # LM Studio 0.3.16+: what the model can do (its changelog: "tool_use").
+            entry["capabilities"] = ["tool_use"] if model.tools else []
         return entry
 
     def _v1_entry(self, model: FakeModel, loaded: bool) -> dict[str, Any]:
@@ -1007,7 +1211,7 @@ class FakeLLM:
             entry["architecture"] = model.arch
             entry["capabilities"] = {
                 "vision": model.type == "vlm",
-                "trained_for_tool_use": True,
+                "trained_for_tool_use": model.tools,
             }
             entry["description"] = None
         return entry
@@ -1103,6 +1307,11 @@ class FakeLLM:
                 "total_slots": len(self._slots),
                 "model_path": f"models/{model.id}.gguf",
                 "chat_template": "fake",
+                "chat_template_caps": {
+                    "supports_tools": model.tools,
+                    "supports_tool_calls": model.tools,
+                    "supports_system_role": True,
+                },
                 "modalities": {"vision": model.type == "vlm"},
                 "build_info": "b0000-fake",
             }
@@ -1167,6 +1376,11 @@ def main(argv: Sequence[str] | None = None) -> None:
         "reasoning_content; Ollama: reasoning)",
     )
     parser.add_argument(
+        "--no-structured-output",
+        action="store_true",
+        help="refuse response_format, as a server without structured output does",
+    )
+    parser.add_argument(
         "--no-props",
         action="store_true",
         help="llama.cpp without GET /props (a proxy in front, such as llama-swap, or an old build)",
@@ -1187,6 +1401,7 @@ def main(argv: Sequence[str] | None = None) -> None:
         props=not args.no_props,
         lmstudio_wording=args.lmstudio_wording,
         stream_errors=not args.no_stream_errors,
+        structured_output=not args.no_structured_output,
     )
     server = fake.bind()
     print(f"ready {fake.base_url}", flush=True)

@@ -36,7 +36,7 @@ def request_kind(request: dict[str, Any]) -> str:
     last = content(messages[-1]) if messages else ""
     if SUMMARY_MARK in last or (not request.get("tools") and "Summarise" in content(messages[0])):
         return "summary"
-    if request.get("tool_choice") == "none" and ROUTE_MARK in last:
+    if ROUTE_MARK in last:  # tool_choice none, or a constrained router's enum and no tools
         return "router"
     return "agent"
 

@@ -64,6 +64,7 @@ async def serving(
     base: str = BASE,
     roots: tuple[Path, ...] | None = None,
     other_root: bool = False,
+    constrain_calls: str = "auto",
 ) -> AsyncIterator[Served]:
     settings = Settings(
         base_url=base_url,
@@ -71,6 +72,7 @@ async def serving(
         other_root=other_root,
         db=workspace.db,
         approve=approve,  # type: ignore[arg-type]
+        constrain_calls=constrain_calls,  # type: ignore[arg-type]
     )
     access = Access(host=host, port=PORT, token=token, allowed_hosts=allowed_hosts)
     async with open_service(settings, access) as app:

@@ -74,10 +74,17 @@ def test_a_4096_context_reading_2kb_a_turn_compacts_at_most_once_every_four_turn
     agent_limits = {r["max_tokens"] for r, k in zip(requests, kinds, strict=True) if k == "agent"}
     assert agent_limits == {512}  # an eighth of the context is kept for the reply
 
-    # The last request: the file this turn read whole, the earlier ones as their heads with
-    # a note that says how to read them again.
-    results = [m["content"] for m in requests[-1]["messages"] if m["role"] == "tool"]
-    assert results[-1] == (workspace.root / f"note{TURNS - 1:02}.md").read_text()
+    # The last request with earlier results (not the first after a compaction): the file
+    # its turn read whole, the earlier ones as their heads with a note that says how to read
+    # them again.
+    last, turn = next(
+        (r, sum(k == "router" for k in kinds[: i + 1]))
+        for i, r in reversed(list(enumerate(requests)))
+        if r["messages"][-1]["role"] == "tool"
+        and sum(m["role"] == "tool" for m in r["messages"]) > 1
+    )
+    results = [m["content"] for m in last["messages"] if m["role"] == "tool"]
+    assert results[-1] == (workspace.root / f"note{turn - 1:02}.md").read_text()
     assert results[:-1] and all(r.endswith(SHORTENED) and len(r) < 300 for r in results[:-1])
 
     # Nothing is lost from the thread: `threads show` has every message, and every result

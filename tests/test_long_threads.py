@@ -147,16 +147,16 @@ def test_sixty_turns_on_a_4096_context_each_reading_2kb_and_a_restart(workspace:
 def test_an_overflow_answer_mid_thread_compacts_once_and_the_turn_completes(
     workspace: Workspace, flavour: str, server: dict, flags: tuple[str, ...]
 ):
-    # Eight turns: on what it believes is 8192 tokens, fsagent keeps the two latest earlier
-    # results whole and sends older ones as their heads, so six 2 KB turns no longer pass
-    # the server's real 4096.
-    write_notes(workspace.root, 8)
+    # Fourteen turns: on what it believes is 8192 tokens, fsagent keeps the two latest
+    # earlier results whole and sends older ones as their heads, so it takes a dozen 2 KB
+    # turns (with a fixed part under 1,000 tokens) to pass the server's real 4096.
+    write_notes(workspace.root, 14)
     model = LocalModel()
     transcript = workspace.root.parent / "t.jsonl"
     with FakeLLM(model, flavour=flavour, context=4096, **server) as llm:
         result = workspace.run(
             llm.base_url,
-            prompts(range(8)),
+            prompts(range(14)),
             "--context-length",
             "8192",
             "--transcript",
@@ -169,7 +169,7 @@ def test_an_overflow_answer_mid_thread_compacts_once_and_the_turn_completes(
     assert result.returncode == 0, result.stderr
     assert "error:" not in result.stdout
     answers = [line for line in result.stdout.splitlines() if line.startswith("agent> ")]
-    assert answers == [f"agent> Read note{n:02}.md." for n in range(8)]
+    assert answers == [f"agent> Read note{n:02}.md." for n in range(14)]
     refused = [r for r in requests if llm.prompt_tokens(r) >= 4096]
     assert len(refused) == 1 == len(requests) - len(stats)
     # The refused request was compacted once and sent again, at once.
@@ -299,23 +299,45 @@ def test_compact_at_the_prompt_and_the_summary_in_later_requests(workspace: Work
 
 
 def test_a_request_that_cannot_fit_is_one_line_and_nothing_is_sent(workspace: Workspace):
-    # Every tool, the system prompt and a summary's room are more than a 1536 context leaves
-    # the prompt (2048 holds them, with its reply reserve of an eighth).
-    with FakeLLM([text("Hello.")], flavour="llamacpp", context=1536) as llm:
+    # A 384 context: even the smallest route's tools, the system prompt and a summary's room
+    # are more than it leaves a request after its reply reserve.
+    with FakeLLM([text("Hello.")], flavour="llamacpp", context=384) as llm:
         refused = workspace.run(llm.base_url, "hello\n")
         assert llm.requests == []
         listed = workspace.run(llm.base_url, "", "threads", thread=None)
-        # The read-only agent offers fewer tools: the same request fits.
-        read_only = workspace.run(llm.base_url, "hello\n", "--read-only", thread="r")
 
     assert refused.returncode == 1
     [line] = [line for line in refused.stdout.splitlines() if line.startswith("error:")]
-    assert "does not fit the model's context" in line and "1536 tokens" in line
+    assert "does not fit the model's context" in line and "context of 384 tokens" in line
+    # What it needs is set against what a request may hold, never against the context.
+    needs = int(re.search(r"needs ~([\d,]+) tokens", line)[1].replace(",", ""))  # type: ignore[index]
+    holds = int(re.search(r"the ([\d,]+) a request may hold", line)[1].replace(",", ""))  # type: ignore[index]
+    assert needs > holds == 384 - 48
     assert "--read-only" in line and "larger context" in line
     assert "Traceback" not in refused.stderr
     assert listed.stdout.startswith("No threads in")  # nothing was stored
+
+
+def test_a_small_context_offers_each_route_its_own_few_tools(workspace: Workspace):
+    # On 1024 tokens every tool would take the whole prompt; each route offers its own few.
+    script = [text("general"), text("Hello."), text("filesystem"), text("Done."), text("Hi.")]
+    with FakeLLM(script, flavour="llamacpp", context=1024) as llm:
+        result = workspace.run(llm.base_url, "hello\nwrite it\n")
+        requests = llm.requests
+        read_only = workspace.run(llm.base_url, "hello\n", "--read-only", thread="r")
+
+    assert result.returncode == 0, result.stderr
+    assert "agent> Hello." in result.stdout and "agent> Done." in result.stdout
+    offered = [[t["function"]["name"] for t in r.get("tools", [])] for r in requests]
+    assert offered[1] == ["list_directory", "read_file", "ask_person"]  # general
+    assert offered[3] == [
+        "list_directory", "read_file", "delete", "move", "patch_file", "write_file"
+    ]  # fmt: skip
+    # The router asks with the tools of the turn before, which its agent's request extends.
+    assert offered[2] == offered[1]
+    assert all(llm.prompt_tokens(r) + r["max_tokens"] <= 1024 for r in requests)
     assert read_only.returncode == 0, read_only.stderr
-    assert "agent> Hello." in read_only.stdout
+    assert "agent> Hi." in read_only.stdout
 
 
 def test_a_pending_approval_survives_compaction_and_a_restart(workspace: Workspace):

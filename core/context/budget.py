@@ -49,6 +49,10 @@ DEFAULT_THRESHOLD = 0.9
 MAX_REPLY_TOKENS = 1024
 REPLY_SHARE = 8  # the default reply reserve: an eighth of the context (512 on 4096)
 SUMMARY_TOKENS = 300  # room kept for the summary; also the summary request's max_tokens
+# On a small context the summary gets less: 300 tokens were a sixth of 2048, and the fixed
+# part and a turn of 150 words left no room for it (issue 30). A twelfth, at least 96.
+SUMMARY_SHARE = 12
+MIN_SUMMARY_TOKENS = 96
 
 # What the person can do about a request that cannot fit, said wherever it is refused.
 WHAT_TO_DO = (
@@ -121,6 +125,37 @@ def estimate_request(
 # -- the budget ----------------------------------------------------------------------------
 
 
+def summary_tokens_for(context_length: int) -> int:
+    """The room a summary gets, and its reply limit: 300 tokens from 3600 up, a twelfth of a
+    smaller context (170 on 2048), never under 96."""
+    return max(MIN_SUMMARY_TOKENS, min(SUMMARY_TOKENS, context_length // SUMMARY_SHARE))
+
+
+def too_big(
+    tokens: int,
+    fixed_tokens: int,
+    context_length: int | None,
+    prompt_limit: int | None,
+    *,
+    counted: bool = False,
+) -> str:
+    """The one line for a request that cannot fit: what it needs against what a request may
+    hold (the context less the reply's room), so the two numbers never seem to agree."""
+    needs = (
+        f"the server counted {tokens:,} tokens for it ({fixed_tokens:,} of them system prompt "
+        "and tools, by our count)"
+        if counted
+        else f"it needs ~{tokens:,} tokens ({fixed_tokens:,} of them system prompt and tools)"
+    )
+    if context_length is None or prompt_limit is None:
+        return f"this request does not fit the model's context: {needs}: {WHAT_TO_DO}"
+    return (
+        f"this request does not fit the model's context: {needs}, more than the "
+        f"{prompt_limit:,} a request may hold in a context of {context_length:,} tokens with "
+        f"{context_length - prompt_limit:,} kept for the reply: {WHAT_TO_DO}"
+    )
+
+
 def default_max_tokens(context_length: int) -> int:
     """A reply cap that leaves most of a small context to the prompt: an eighth, at most 1024
     (512 on 4096, 1024 from 8192). A reply cut there is marked as cut (core.context.replies)."""
@@ -168,16 +203,22 @@ class Budget:
     def needs_compaction(self, prompt_tokens: int) -> bool:
         return prompt_tokens > self.compact_at
 
-    def room(self, fixed_tokens: int, summary_tokens: int = SUMMARY_TOKENS) -> int:
-        """What the prompt leaves the conversation after the fixed part and a summary."""
-        return max(0, self.prompt_limit - fixed_tokens - summary_tokens)
+    @property
+    def summary_tokens(self) -> int:
+        """The room kept for a summary, and the summary request's reply limit."""
+        return summary_tokens_for(self.context_length)
 
-    def compaction_target(self, fixed_tokens: int, summary_tokens: int = SUMMARY_TOKENS) -> int:
+    def room(self, fixed_tokens: int, summary_tokens: int | None = None) -> int:
+        """What the prompt leaves the conversation after the fixed part and a summary."""
+        summary = self.summary_tokens if summary_tokens is None else summary_tokens
+        return max(0, self.prompt_limit - fixed_tokens - summary)
+
+    def compaction_target(self, fixed_tokens: int, summary_tokens: int | None = None) -> int:
         """Where a compaction aims: the fixed part and the summary, then half of what is left
         below the mark, so the other half is there for the next turns. Half the whole
         prompt limit, which the fixed part and the summary nearly filled on 4096, left no
         room: the next 2 KB result crossed the mark again, and every turn compacted."""
-        floor = fixed_tokens + summary_tokens
+        floor = fixed_tokens + (self.summary_tokens if summary_tokens is None else summary_tokens)
         return floor + max(0, self.compact_at - floor) // 2
 
 
@@ -217,12 +258,7 @@ class CompactionPlan:
 
     def describe(self) -> str:
         """One line for the person when even the smallest request does not fit."""
-        return (
-            f"the smallest request is ~{self.minimum} tokens ({self.fixed_tokens} of them "
-            f"system prompt and tools) but the model's context is {self.context_length} "
-            f"tokens with {self.context_length - self.limit} kept for the reply: "
-            f"{WHAT_TO_DO}"
-        )
+        return too_big(self.minimum, self.fixed_tokens, self.context_length, self.limit)
 
 
 def pending_call_index(messages: Sequence[BaseMessage]) -> int | None:
@@ -242,7 +278,7 @@ def plan_compaction(
     budget: Budget,
     *,
     fixed_tokens: int,
-    summary_tokens: int = SUMMARY_TOKENS,
+    summary_tokens: int | None = None,
     target: int | None = None,
     measure: Callable[[BaseMessage], int] = estimate_message,
 ) -> CompactionPlan:
@@ -257,6 +293,8 @@ def plan_compaction(
     `fits` is False.
     """
     n = len(messages)
+    if summary_tokens is None:
+        summary_tokens = budget.summary_tokens
     sizes = [measure(m) for m in messages]
     start = 0
     while start < n and isinstance(messages[start], SystemMessage):

@@ -48,7 +48,14 @@ class PlainJSONChatOpenAI(ChatOpenAI):
         # Only this request's: the next one repeats it.
         self._forms = {id(m): (m, form) for m, form in zip(messages, forms, strict=True)}
         payload["messages"] = forms
-        plain = {key: payload.pop(key) for key in ("messages", "tools") if key in payload}
+        # response_format too: ChatOpenAI sends a request that has one through the SDK's
+        # structured-output stream helper, which parses the reply itself; a schema here is
+        # ours to read (core.context.constrained), as plain JSON like the rest.
+        plain = {
+            key: payload.pop(key)
+            for key in ("messages", "tools", "response_format")
+            if key in payload
+        }
         # ChatOpenAI renames the reply limit to OpenAI's newer max_completion_tokens; LM
         # Studio documents only max_tokens (llama.cpp reads both), so send the one all read.
         if "max_completion_tokens" in payload:

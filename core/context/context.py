@@ -5,7 +5,10 @@ A request is, in this order:
 
 - the tools: the same schemas in every request of the thread, whatever the route
   (core.tools.tool_schemas); a chat template puts them before the conversation, so a changed
-  list would make the server process the whole prompt again;
+  list would make the server process the whole prompt again. Two exceptions: where every
+  tool would be a large share of the context (a 2048 context), each route offers its own few
+  (core.tools.tool_groups.SMALL_CONTEXT_TOOLS); and a constrained request
+  (core.context.constrained) lists them in the system prompt instead;
 - the system prompt, with the thread's summary when it has one;
 - the history the summary does not cover, as stored: each request from the person with its
   route's note after it (core.context.prompts.ROUTE_NOTES), replies without their reasoning, a tool
@@ -19,18 +22,21 @@ turn starts, an earlier result may be shortened, and the server processes again 
 (on 4096 tokens, the last turn's tail).
 
 Keeping within the context: the server's count of the request that made the last reply (its
-usage) is the truth, and only the messages after that reply are estimated (core.context.budget).
-Past the budget's mark the older turns are replaced, in what is sent, by a summary the model
-writes; the summary is stored in the thread's state and reused by every later request, after
-a restart too, until the next compaction. The stored history is never changed. A request the
-server refuses as too long is compacted and sent once more.
+usage) is the truth, and only the messages after that reply are estimated (core.context.budget),
+scaled by how far the thread's estimates were off before (core.context.counts); a large tool
+result is counted by the server itself where it can (llama.cpp's /tokenize). Past the budget's
+mark the older turns are replaced, in what is sent, by a summary the model writes; the
+summary is stored in the thread's state and reused by every later request, after a restart
+too, until the next compaction. The stored history is never changed. A request the server
+refuses as too long is compacted and cut by the server's count of it and sent again.
 """
 
 from __future__ import annotations
 
+import math
 from collections.abc import Callable, Sequence
 from dataclasses import asdict, dataclass
-from typing import Any
+from typing import Any, cast
 
 from langchain_core.language_models.chat_models import BaseChatModel
 from langchain_core.messages import (
@@ -41,14 +47,15 @@ from langchain_core.messages import (
     SystemMessage,
     ToolMessage,
 )
+from langchain_core.messages.utils import message_chunk_to_message
 from langgraph.config import get_stream_writer
 from langgraph.constants import TAG_NOSTREAM
 
+from core.context import constrained
 from core.context.budget import (
     CHARS_PER_TOKEN,
     MESSAGE_OVERHEAD,
     SUMMARY_PREFIX,
-    SUMMARY_TOKENS,
     WHAT_TO_DO,
     Budget,
     default_max_tokens,
@@ -58,18 +65,25 @@ from core.context.budget import (
     is_context_overflow,
     overflow_sizes,
     plan_compaction,
+    summary_tokens_for,
+    too_big,
 )
-from core.context.prompts import ROUTE_NOTES, ROUTE_QUESTION, SYSTEM_PROMPT
-from core.context.replies import separate_reasoning, without_reasoning
-from core.context.server_errors import server_words
+from core.context.constrained import CallMode, Protocol
+from core.context.counts import LARGE_RESULT, SCALE_KEY, ServerCounter, ratio, thread_scale
+from core.context.prompts import ROUTE_NOTES, ROUTE_QUESTION, ROUTE_QUESTION_SHORT, SYSTEM_PROMPT
+from core.context.replies import REASONING_KEY, separate_reasoning, without_reasoning
+from core.context.server_errors import one_line, server_words
 from core.context.summary import Summary, in_conversation, standalone, summary_text, trusted_replies
 from core.context.text_calls import read_text_calls
 from core.errors import ContextTooSmall
 from core.threads.messages import content_text, messages_for_model
+from core.tools.tool_groups import ROUTES, SMALL_CONTEXT_TOOLS
 from core.tools.tool_schemas import schema_text
 
 ROUTE_KEY = "fsagent_route"  # a person's message's additional_kwargs: the route it was given
 COMPACTED = "compacted"  # the custom stream event of a compaction
+NOTICE = "fsagent_notice"  # the custom stream event of a line of ours (core.session)
+ANSWER_TEXT = "fsagent_answer"  # the custom stream event of a constrained reply's answer
 
 # Tool schemas are JSON, which tokenizers cut finer than prose: about 2 characters a token
 # (a real llama.cpp counted 2,900 tokens for 7,600 characters of schemas and prompt). Erring
@@ -88,6 +102,13 @@ OLD_RESULT_HEAD = 120
 # thought. The route is read from whatever came back, cut or not (agent_graph.parse_route).
 ROUTE_MAX_TOKENS = 32
 
+# Where every tool and the system prompt take more than this share of what a request may
+# hold, each route offers its own few (SMALL_CONTEXT_TOOLS): 2048 tokens, not 4096.
+SMALL_CONTEXT_SHARE = 0.4
+
+# Requests sent again after an overflow, each cut by the server's count of the one before.
+OVERFLOW_RETRIES = 3
+
 
 @dataclass(frozen=True)
 class Sent:
@@ -97,12 +118,36 @@ class Sent:
     compacted: Summary | None
 
 
+@dataclass(frozen=True)
+class Shape:
+    """What a request holds besides the history: how its tools are offered (`protocol`,
+    core.context.constrained) and which, the router's question, the schema its reply must
+    fit, tool_choice, and its reply limit."""
+
+    protocol: Protocol
+    tools: tuple[dict[str, Any], ...]
+    question: str | None = None
+    schema: dict[str, Any] | None = None
+    choice: str = "auto"
+    limit: int | None = None
+
+    @property
+    def key(self) -> str:
+        names = ",".join(str(t["function"]["name"]) for t in self.tools)
+        return f"{self.protocol}|{names}"
+
+    def replying(self, *, choice: str, limit: int | None, schema: dict[str, Any] | None) -> Shape:
+        return Shape(self.protocol, self.tools, self.question, schema, choice, limit)
+
+
 class ContextKeeper:
     """Builds a thread's requests, sends them, and keeps them within the context.
 
     model makes the chat model (it is built at the first prompt); tools are the schemas every
     request offers. budget is None while the context length is unknown: then nothing is
-    compacted until the server refuses a request and names its context.
+    compacted until the server refuses a request and names its context. calls says whether
+    calls are constrained (--constrain-calls); counter counts large results with the
+    server's tokenizer where it has one.
     """
 
     def __init__(
@@ -114,6 +159,8 @@ class ContextKeeper:
         max_tokens: int | None = None,
         system_prompt: str = SYSTEM_PROMPT,
         text_calls: bool = True,
+        calls: CallMode | None = None,
+        counter: ServerCounter | None = None,
     ) -> None:
         self.model = model
         # Read tool calls a model wrote as text into real ones (core.context.text_calls).
@@ -123,13 +170,20 @@ class ContextKeeper:
         self.budget = budget
         self._max_tokens = max_tokens
         self.system_prompt = system_prompt
-        self.tool_tokens = -(-len(schema_text(tools)) // SCHEMA_CHARS_PER_TOKEN) if tools else 0
-        # The server's count of the fixed part less our estimate of it, once a reply's usage
-        # says (learn_fixed): every thread of the agent sends the same fixed part.
-        self.fixed_error: int | None = None
+        self.calls = calls or CallMode()
+        self.counter = counter
+        self.tool_tokens = tool_tokens(tools)
+        # The server's count of each fixed part (tools and system prompt, per kind of
+        # request) less our estimate of it, once a reply's usage says (learn_fixed).
+        self._fixed_errors: dict[str, int] = {}
+        # Tool results the server counted: message id -> (characters, tokens).
+        self.counted: dict[str, tuple[int, int]] = {}
+        # A thread's ratio as this process last learnt it (from a reply's usage, or an
+        # overflow's count): thread -> ratio. A reply also keeps it, for after a restart.
+        self._learnt_scale: dict[str, float] = {}
         self._bound: dict[str, Any] = {}
 
-    # -- the request ---------------------------------------------------------------------------
+    # -- the fixed part ------------------------------------------------------------------------
 
     @property
     def max_tokens(self) -> int | None:
@@ -139,33 +193,101 @@ class ContextKeeper:
 
     @property
     def estimated_fixed(self) -> int:
-        """The estimated fixed part: tools and the system prompt without a summary."""
+        """The estimated fixed part: every tool and the system prompt without a summary."""
         return self.tool_tokens + MESSAGE_OVERHEAD + estimate_text(self.system_prompt)
 
     @property
+    def fixed_error(self) -> int | None:
+        """The server's count of the fixed part of every tool less our estimate of it."""
+        return self._fixed_errors.get(self.default_shape.key)
+
+    @property
     def fixed_tokens(self) -> int:
-        """The fixed part as the server counts it once a reply said, else the estimate."""
+        """The fixed part as the server counts it once a reply said, else the estimate: of
+        every tool, or on a small context of the route that offers the most."""
+        if self.small_context:
+            return max(self.shape_fixed(shape) for shape in self.small_shapes())
         return self.estimated_fixed + (self.fixed_error or 0)
 
-    def learn_fixed(self, request: Sequence[BaseMessage], response: AIMessage) -> None:
+    def small_shapes(self) -> list[Shape]:
+        """The agent requests' shapes on a small context, one a route."""
+        return [
+            Shape("native", tuple(t for t in self.tools if tool_name(t) in wanted))
+            for wanted in SMALL_CONTEXT_TOOLS.values()
+        ]
+
+    def shape_fixed(self, shape: Shape) -> int:
+        """A request's fixed part (its tools, the system prompt), the server's count of it
+        once known."""
+        estimated = self.shape_tool_tokens(shape) + MESSAGE_OVERHEAD
+        estimated += estimate_text(self.system_text(None, shape))
+        return estimated + self._fixed_errors.get(shape.key, 0)
+
+    def shape_tool_tokens(self, shape: Shape) -> int:
+        """What the tools add outside the messages: nothing when they are in the prompt."""
+        if shape.protocol != "native":
+            return 0
+        return self.tool_tokens if len(shape.tools) == len(self.tools) else tool_tokens(shape.tools)
+
+    def learn_fixed(
+        self, request: Sequence[BaseMessage], response: AIMessage, shape: Shape
+    ) -> None:
         """Learn the fixed part's real size from the first reply to a request that is mostly
         the fixed part (a thread's first router request): the server's usage.prompt_tokens
         less our estimate of the few messages. Tool schemas are where the estimate is least
         sure (real templates add their own tool instructions; tokenizers differ)."""
         usage = response.usage_metadata
         counted = int(usage.get("input_tokens") or 0) if usage else 0
-        if self.fixed_error is not None or counted <= 0:
+        if shape.key in self._fixed_errors or counted <= 0:
             return
-        whole = self.tool_tokens + estimate_messages(request)
-        conversation = whole - self.estimated_fixed
-        if conversation > self.estimated_fixed // 4:
+        fixed = self.shape_fixed(shape)
+        whole = self.shape_tool_tokens(shape) + estimate_messages(request)
+        if whole - fixed > fixed // 4:
             return  # mostly conversation: its own estimate's error would swamp the count
-        self.fixed_error = counted - whole
+        self._fixed_errors[shape.key] = counted - whole
 
-    def system_text(self, summary: Summary | None) -> str:
+    # -- the shape of a request ----------------------------------------------------------------
+
+    @property
+    def default_shape(self) -> Shape:
+        return Shape("native", tuple(self.tools))
+
+    @property
+    def small_context(self) -> bool:
+        """Whether every tool would be a large share of what a request may hold."""
+        budget = self.budget
+        return (
+            budget is not None and self.estimated_fixed > SMALL_CONTEXT_SHARE * budget.prompt_limit
+        )
+
+    def shape(
+        self, messages: Sequence[AnyMessage], *, route: str | None, route_question: bool
+    ) -> Shape:
+        """The shape of a request of this thread now: the router's (its question, no call
+        may be made) or an agent step's on `route` (None: no routes, the read-only agent)."""
+        protocol = self.calls.protocol(messages)
+        tools = tuple(self.tools)
+        if protocol == "native" and route is not None and self.small_context:
+            wanted = SMALL_CONTEXT_TOOLS.get(route, ())
+            tools = tuple(t for t in self.tools if tool_name(t) in wanted)
+        if not route_question:
+            schema = constrained.step_schema(tools) if protocol == "schema" else None
+            return Shape(protocol, tools, None, schema, "auto", self.max_tokens)
+        question = ROUTE_QUESTION_SHORT if self.small_context else ROUTE_QUESTION
+        schema = constrained.route_schema(ROUTES) if protocol == "schema" else None
+        # The router needs one word: a small model given the agent's reply limit answered
+        # the whole request there, before the agent's request answered it again.
+        return Shape(protocol, tools, question, schema, "none", ROUTE_MAX_TOKENS)
+
+    def system_text(self, summary: Summary | None, shape: Shape | None = None) -> str:
+        text = self.system_prompt
+        if shape is not None and shape.protocol != "native":
+            text += constrained.prompt_tools(shape.tools)
         if summary is None:
-            return self.system_prompt
-        return f"{self.system_prompt}\n\n{SUMMARY_PREFIX}\n{summary.text}"
+            return text
+        return f"{text}\n\n{SUMMARY_PREFIX}\n{summary.text}"
+
+    # -- the request ---------------------------------------------------------------------------
 
     def visible(
         self, messages: Sequence[AnyMessage], summary: Summary | None, *, result_cap: int | None
@@ -173,12 +295,7 @@ class ContextKeeper:
         """The history the summary does not cover, each message as it is sent, with its
         index in the history."""
         old = self.old_results(messages, summary, result_cap)
-        calls = {
-            call["id"]: call["name"]
-            for message in messages
-            if isinstance(message, AIMessage)
-            for call in message.tool_calls
-        }
+        calls = calls_by_id(messages)
         shown: list[tuple[int, BaseMessage]] = []
         for index, message in enumerate(messages):
             if summary is not None and index < summary.upto and message.id not in summary.held:
@@ -187,7 +304,7 @@ class ContextKeeper:
                 tool = calls.get(message.tool_call_id) or message.name or "the tool"
                 shown.append((index, shortened(message, tool)))
             else:
-                shown.append((index, as_sent(message, result_cap)))
+                shown.append((index, as_sent(message, result_cap, self.density(message))))
         return shown
 
     def old_results(
@@ -216,7 +333,7 @@ class ContextKeeper:
                 continue
             if summary is not None and index < summary.upto and message.id not in summary.held:
                 break  # the summary stands for it and for all before it
-            used += estimate_message(as_sent(message, result_cap))
+            used += estimate_message(as_sent(message, result_cap, self.density(message)))
             if used > allowance:
                 return {i for i in range(index + 1) if isinstance(messages[i], ToolMessage)}
         return set()
@@ -228,17 +345,28 @@ class ContextKeeper:
         *,
         question: str | None = None,
         result_cap: int | None = None,
+        shape: Shape | None = None,
     ) -> list[BaseMessage]:
+        shape = shape or self.default_shape
+        question = question if question is not None else shape.question
         cap = self.result_cap() if result_cap is None else result_cap
-        history = [message for _, message in self.visible(messages, summary, result_cap=cap)]
-        request: list[BaseMessage] = [SystemMessage(self.system_text(summary))]
-        request += messages_for_model(history)  # type: ignore[arg-type]
+        visible = self.visible(messages, summary, result_cap=cap)
+        history = self.as_history([message for _, message in visible], shape)
+        request: list[BaseMessage] = [SystemMessage(self.system_text(summary, shape))]
+        request += history
         if question is not None and isinstance(request[-1], HumanMessage):
             latest = request[-1]
             request[-1] = HumanMessage(
                 f"{content_text(latest.content)}\n\n{question}", id=latest.id
             )
         return request
+
+    def as_history(self, messages: Sequence[BaseMessage], shape: Shape) -> list[BaseMessage]:
+        """Messages as a well-formed request sends them, in the shape's protocol."""
+        history: list[BaseMessage] = list(messages_for_model(cast(list[AnyMessage], messages)))
+        if shape.protocol == "native":
+            return history
+        return constrained.as_text_protocol(history, calls_by_id(messages))
 
     def result_cap(self) -> int | None:
         """The most tokens one tool result may take in a request: what the prompt limit
@@ -248,18 +376,41 @@ class ContextKeeper:
         # The estimated fixed part, not the learnt one: what is sent must not change with it.
         return max(100, self.budget.room(self.estimated_fixed) * 9 // 10)
 
-    def estimate(
+    def density(self, message: BaseMessage) -> float | None:
+        """Tokens a character of a result the server counted; None for any other message
+        (a token per CHARS_PER_TOKEN characters, core.context.budget)."""
+        if not isinstance(message, ToolMessage) or message.id is None:
+            return None
+        counted = self.counted.get(str(message.id))
+        return counted[1] / max(1, counted[0]) if counted else None
+
+    def measure(self, scale: float) -> Callable[[BaseMessage], int]:
+        """A message's tokens: the server's count where it made one, else our estimate times
+        the thread's ratio (core.context.counts)."""
+
+        def tokens(message: BaseMessage) -> int:
+            density = self.density(message)
+            if density is not None:
+                return MESSAGE_OVERHEAD + math.ceil(len(content_text(message.content)) * density)
+            return math.ceil(estimate_message(message) * scale)
+
+        return tokens
+
+    def parts(
         self,
         request: Sequence[BaseMessage],
         messages: Sequence[AnyMessage],
         summary: Summary | None,
-    ) -> int:
-        """The request's prompt tokens: the server's count up to the last reply it made with
-        this summary, and estimates for what came after.
+        shape: Shape | None = None,
+    ) -> tuple[int, list[BaseMessage]]:
+        """(what the server counted of the request, the messages after it, still to count):
+        the server's count of the request up to the last reply it made with this summary,
+        or the fixed part's when no reply counts.
 
         A reply's count holds only while what came before it is sent as it was then: an
         earlier result shortened since (old_results) makes it a count of a longer prompt,
         so the latest reply with nothing shortened before it is the one trusted."""
+        shape = shape or self.default_shape
         trusted = trusted_replies(messages, summary)
         cap = self.result_cap()
         old = self.old_results(messages, summary, cap)
@@ -273,8 +424,28 @@ class ContextKeeper:
                 if any(index < made for index in old - then):
                     continue  # shortened since this reply was made
                 known = int(usage.get("input_tokens") or 0) + int(usage.get("output_tokens") or 0)
-                return known + estimate_messages(request[position + 1 :])
-        return self.tool_tokens + (self.fixed_error or 0) + estimate_messages(request)
+                return known, list(request[position + 1 :])
+        known = self.shape_tool_tokens(shape) + self._fixed_errors.get(shape.key, 0)
+        return known, list(request)
+
+    def estimate(
+        self,
+        request: Sequence[BaseMessage],
+        messages: Sequence[AnyMessage],
+        summary: Summary | None,
+        shape: Shape | None = None,
+    ) -> int:
+        """The request's prompt tokens: the server's count where it has one, and for what
+        came after, the server's count of a large result or our estimate times the
+        thread's ratio."""
+        known, rest = self.parts(request, messages, summary, shape)
+        measure = self.measure(self.scale(messages))
+        return known + sum(measure(message) for message in rest)
+
+    def scale(self, messages: Sequence[AnyMessage]) -> float:
+        """How many real tokens an estimated one is in this thread, as the server showed."""
+        learnt = self._learnt_scale.get(thread_of(messages))
+        return learnt if learnt is not None else thread_scale(messages)
 
     # -- sending -------------------------------------------------------------------------------
 
@@ -284,77 +455,194 @@ class ContextKeeper:
         summary: Summary | None,
         *,
         route_question: bool = False,
+        route: str | None = None,
         on_compacted: Callable[[Summary], None] | None = None,
+        on_notice: Callable[[str], None] | None = None,
+        on_text: Callable[[str, str], None] | None = None,
     ) -> Sent:
         """One request with the thread's history: the router's (its question after the
-        latest words, no tool may be called) or an agent step's. on_compacted hears of a
-        compaction as soon as it is made, before the request is sent."""
-        question = ROUTE_QUESTION if route_question else None
-        choice = "none" if route_question else "auto"
-        # The router needs one word: a small model given the agent's reply limit answered
-        # the whole request there, before the agent's request answered it again.
-        limit = ROUTE_MAX_TOKENS if route_question else None
+        latest words, no tool may be called) or an agent step's on `route`. on_compacted
+        hears of a compaction as soon as it is made, before the request is sent; on_notice
+        gets our one-line notices (calls constrained, a refusal worked around); on_text the
+        answer and reasoning of a constrained reply as they stream (its JSON is not shown)."""
+        thread = thread_of(messages)
+        said = self.calls.notice(messages, thread)
+        if said is not None and on_notice is not None:
+            on_notice(said)
+        await self.count_results(messages, summary)
+        shape = self.shape(messages, route=route, route_question=route_question)
         compacted: Summary | None = None
-        request = self.request(messages, summary, question=question)
-        tokens = self.estimate(request, messages, summary)
-        if self.budget is not None and self.budget.needs_compaction(tokens):
-            made = await self.compact(messages, summary, why="budget", before=tokens)
-            if made is not None:
-                summary = compacted = made
-                if on_compacted is not None:
-                    on_compacted(made)
-        request = self.fitting_request(messages, summary, question)
-        try:
-            response = await self.bound(choice, limit or self.max_tokens).ainvoke(request)
-        except Exception as error:
-            words = server_words(error)
-            if not is_context_overflow(words):
-                raise
-            self.learn_context(words)
-            made = await self.compact(
-                messages, summary, why="overflow", before=self.estimate(request, messages, summary)
-            )
-            if made is None:
-                tokens = self.estimate(request, messages, summary)
-                raise ContextTooSmall(self.too_small(tokens)) from error
-            summary = compacted = made
-            if on_compacted is not None:
-                on_compacted(made)
-            request = self.fitting_request(messages, summary, question)
-            response = await self.bound(choice, limit or self.max_tokens).ainvoke(request)
-        self.learn_fixed(request, response)
+        overflows = 0
+        refusal: tuple[str, int | None] | None = None  # the last overflow's words and count
+        while True:
+            request = self.request(messages, summary, shape=shape)
+            tokens = self.estimate(request, messages, summary, shape)
+            if self.budget is not None and self.budget.needs_compaction(tokens) and not compacted:
+                made = await self.compacting(
+                    messages, summary, "budget", tokens, shape, on_compacted
+                )
+                if made is not None:
+                    summary = compacted = made
+            try:
+                request = self.fitting_request(messages, summary, shape)
+            except ContextTooSmall as error:
+                if refusal is None:
+                    raise
+                # After an overflow, the server's count is what the person is told.
+                raise ContextTooSmall(self.refusal(*refusal, shape)) from error
+            try:
+                response, answer = await self.invoke(shape, request, on_text)
+                break
+            except Exception as error:
+                words = server_words(error)
+                changed = self.refused(shape, words, messages, on_notice)
+                if changed:
+                    shape = self.shape(messages, route=route, route_question=route_question)
+                    continue
+                if not is_context_overflow(words):
+                    raise
+                overflows += 1
+                sent = self.estimate(request, messages, summary, shape)
+                counted = self.learn_overflow(words, request, messages, summary, shape)
+                refusal = (words, counted)
+                made = None
+                if overflows <= OVERFLOW_RETRIES:
+                    made = await self.compacting(
+                        messages, summary, "overflow", sent, shape, on_compacted
+                    )
+                    if made is not None:
+                        summary = compacted = made
+                try:
+                    again = self.fitting_request(messages, summary, shape)
+                except ContextTooSmall:
+                    again = request  # cannot fit: say so by the server's count, not ours
+                if overflows > OVERFLOW_RETRIES or (made is None and again == request):
+                    # Nothing left to summarise or to cut: say what the server counted.
+                    raise ContextTooSmall(self.refusal(words, counted, shape)) from error
+        self.learn_fixed(request, response, shape)
+        self.calibrate(request, messages, summary, shape, response)
         reply = separate_reasoning(response)
-        if self.text_calls and not route_question:
+        if route_question:
+            if shape.schema is not None:
+                reply = reply.model_copy(
+                    update={"content": constrained.read_route(content_text(reply.content))}
+                )
+            return Sent(reply, compacted)
+        if shape.protocol != "native":
+            names = {tool_name(tool) for tool in shape.tools}
+            reply = constrained.read_step(reply, names, answer)
+        if self.text_calls:
             reply = read_text_calls(reply, self.tool_names)
         return Sent(reply, compacted)
 
+    async def compacting(
+        self,
+        messages: Sequence[AnyMessage],
+        summary: Summary | None,
+        why: str,
+        before: int,
+        shape: Shape,
+        on_compacted: Callable[[Summary], None] | None,
+    ) -> Summary | None:
+        """A compaction for `send`, told to on_compacted as soon as it is made."""
+        made = await self.compact(messages, summary, why=why, before=before, shape=shape)
+        if made is not None and on_compacted is not None:
+            on_compacted(made)
+        return made
+
+    async def invoke(
+        self,
+        shape: Shape,
+        request: list[BaseMessage],
+        on_text: Callable[[str, str], None] | None,
+    ) -> tuple[AIMessage, str]:
+        """The reply to one request, and the text of its answer as it streamed when it was
+        written to a schema. Such a reply is JSON, which is not for the screen: it is
+        streamed here, out of LangGraph's sight, and its answer's text (with any reasoning)
+        passed to on_text as it comes."""
+        runnable = self.bound(shape)
+        if shape.protocol == "native" or shape.question is not None:
+            response: AIMessage = await runnable.ainvoke(request)
+            return response, ""
+        reader = constrained.AnswerStream()
+        whole: Any = None
+        async for chunk in runnable.astream(request, config={"tags": [TAG_NOSTREAM]}):
+            whole = chunk if whole is None else whole + chunk
+            piece = reader.feed(content_text(chunk.content))
+            if shape.schema is None and not reader.raw.lstrip().startswith("{"):
+                piece = content_text(chunk.content)  # no schema, and not JSON: plain text
+            thought = chunk.additional_kwargs.get(REASONING_KEY) or ""
+            if on_text is not None and (piece or thought):
+                on_text(piece, thought if isinstance(thought, str) else "")
+        message = message_chunk_to_message(whole) if whole is not None else AIMessage("")
+        if not isinstance(message, AIMessage):
+            message = AIMessage(content_text(message.content))
+        # What streamed of the answer: all that is left of a reply cut before its JSON closed.
+        return message, reader.text
+
+    def refused(
+        self,
+        shape: Shape,
+        words: str,
+        messages: Sequence[AnyMessage],
+        say: Callable[[str], None] | None,
+    ) -> bool:
+        """A refusal of how the request offered its tools, remembered for the life of the
+        process and said in one line: True when the request should be made again."""
+        if shape.protocol == "native" and shape.tools and constrained.refuses_tools(words):
+            self.calls.no_tools = (
+                f"the server says the model has no tool support ({one_line(words, 120)})"
+            )
+            line = self.calls.notice(messages, thread_of(messages))
+            if line is None:  # --constrain-calls off, or the schema was refused too
+                line = f"⚙ {self.calls.no_tools}: its tools are described in the prompt"
+            self.calls.once("no-tools", line, say)
+            return True
+        if shape.schema is not None and constrained.refuses_schema(words):
+            self.calls.no_schema = words
+            self.calls.once(
+                "no-schema",
+                f"⚠ the server refused response_format ({one_line(words, 120)}): tool calls "
+                "are not constrained on it",
+                say,
+            )
+            return True
+        return False
+
     def fitting_request(
-        self, messages: Sequence[AnyMessage], summary: Summary | None, question: str | None
+        self, messages: Sequence[AnyMessage], summary: Summary | None, shape: Shape | None = None
     ) -> list[BaseMessage]:
         """The request, with tool results cut harder if it must; ContextTooSmall if even
         that does not fit."""
-        request = self.request(messages, summary, question=question)
+        request = self.request(messages, summary, shape=shape)
         if self.budget is None:
             return request
         cap = self.result_cap()
-        tokens = self.estimate(request, messages, summary)
+        tokens = self.estimate(request, messages, summary, shape)
         while tokens > self.budget.prompt_limit and cap is not None and cap > 100:
             cap //= 2
-            request = self.request(messages, summary, question=question, result_cap=cap)
-            tokens = self.estimate(request, messages, summary)
+            request = self.request(messages, summary, result_cap=cap, shape=shape)
+            tokens = self.estimate(request, messages, summary, shape)
         if tokens > self.budget.prompt_limit:
-            raise ContextTooSmall(self.too_small(tokens))
+            raise ContextTooSmall(self.too_small(tokens, shape=shape))
         return request
 
-    def bound(self, tool_choice: str, max_tokens: int | None = None) -> Any:
-        """The model with this thread's tools, made once per choice: every request offers the
-        same tools, the router's too (it may not call them)."""
-        key = f"{tool_choice}:{max_tokens}"
+    def bound(self, shape: Shape) -> Any:
+        """The model with this request's tools (or none, when they are in the prompt), its
+        tool_choice, reply limit and schema, made once per kind of request."""
+        key = f"{shape.key}:{shape.choice}:{shape.limit}:{shape.schema is not None}"
         if key not in self._bound:
-            model = self.model()
-            runnable: Any = model.bind_tools(self.tools, tool_choice=tool_choice)
-            if max_tokens is not None:
-                runnable = runnable.bind(max_tokens=max_tokens)
+            runnable: Any = self.model()
+            if shape.protocol == "native" and shape.tools:
+                runnable = runnable.bind_tools(list(shape.tools), tool_choice=shape.choice)
+            extra: dict[str, Any] = {}
+            if shape.limit is not None:
+                extra["max_tokens"] = shape.limit
+            if shape.schema is not None:
+                name = "route" if shape.question is not None else "step"
+                extra["response_format"] = constrained.response_format(name, shape.schema)
+            if extra:
+                runnable = runnable.bind(**extra)
             self._bound[key] = runnable
         return self._bound[key]
 
@@ -370,30 +658,112 @@ class ContextKeeper:
         self.budget = Budget.for_context(context, reply)
         self._bound.clear()  # requests carry the new reply limit
 
-    def too_small(self, tokens: int) -> str:
-        budget = self.budget
-        if budget is None:
-            return (
-                f"this request does not fit the model's context: it needs ~{tokens} tokens "
-                f"({self.fixed_tokens} of them system prompt and tools): {WHAT_TO_DO}"
-            )
+    def learn_overflow(
+        self,
+        words: str,
+        request: Sequence[BaseMessage],
+        messages: Sequence[AnyMessage],
+        summary: Summary | None,
+        shape: Shape,
+    ) -> int | None:
+        """What an overflow answer says: the context (believed over what we were told), and
+        the server's count of the request, from which the thread's ratio is learnt. The
+        count, when it gave one."""
+        self.learn_context(words)
+        sizes = overflow_sizes(words)
+        if sizes is None:
+            return None
+        counted, _ = sizes
+        known, rest = self.parts(request, messages, summary, shape)
+        found = ratio(counted - known, estimate_messages(rest))
+        thread = thread_of(messages)
+        if found is not None:
+            # A little over the count, so the request sent again is under it.
+            self._learnt_scale[thread] = max(self.scale(messages), found * 1.05)
+        return counted
+
+    def calibrate(
+        self,
+        request: Sequence[BaseMessage],
+        messages: Sequence[AnyMessage],
+        summary: Summary | None,
+        shape: Shape,
+        response: AIMessage,
+    ) -> None:
+        """Keep on the reply how far our estimate of what the server had not counted before
+        was off (core.context.counts): the thread's next estimates are scaled by it."""
+        usage = response.usage_metadata
+        counted = int(usage.get("input_tokens") or 0) if usage else 0
+        known, rest = self.parts(request, messages, summary, shape)
+        exact = self.measure(1.0)
+        known += sum(exact(m) for m in rest if self.density(m) is not None)  # counted results
+        found = ratio(
+            counted - known, estimate_messages([m for m in rest if self.density(m) is None])
+        )
+        if found is None:
+            return
+        self._learnt_scale[thread_of(messages)] = found
+        response.additional_kwargs[SCALE_KEY] = found
+
+    async def count_results(self, messages: Sequence[AnyMessage], summary: Summary | None) -> None:
+        """Count the large tool results of this turn with the server's tokenizer, where it
+        has one, before they are sent: so they are cut by the room they really take."""
+        if self.counter is None or not self.counter.available:
+            return
+        latest = next(
+            (i for i in range(len(messages) - 1, -1, -1) if isinstance(messages[i], HumanMessage)),
+            0,
+        )
+        for message in messages[latest:]:
+            if not isinstance(message, ToolMessage) or message.id is None:
+                continue
+            text = content_text(message.content)
+            if len(text) < LARGE_RESULT or str(message.id) in self.counted:
+                continue
+            tokens = await self.counter.count(text)
+            if tokens is None:
+                return
+            self.counted[str(message.id)] = (len(text), tokens)
+
+    def refusal(self, words: str, counted: int | None, shape: Shape) -> str:
+        """The line for a request the server still refuses as too long once nothing is left
+        to summarise or cut: its own count when it gave one, else its own words."""
+        if counted is not None:
+            return self.too_small(counted, counted=True, shape=shape)
         return (
-            f"this request does not fit the model's context: it needs ~{tokens} tokens "
-            f"({self.fixed_tokens} of them system prompt and tools) but the context is "
-            f"{budget.context_length} tokens with {budget.max_tokens} kept for the reply: "
-            f"{WHAT_TO_DO}"
+            f"the server refused this request as too long for its context "
+            f"({one_line(words, 160)}): {WHAT_TO_DO}"
+        )
+
+    def too_small(self, tokens: int, *, counted: bool = False, shape: Shape | None = None) -> str:
+        budget = self.budget
+        fixed = self.shape_fixed(shape) if shape is not None else self.fixed_tokens
+        return too_big(
+            tokens,
+            fixed,
+            budget.context_length if budget else None,
+            budget.prompt_limit if budget else None,
+            counted=counted,
         )
 
     def check_new_request(self, text: str) -> str | None:
-        """Why a new request from the person cannot fit even alone (with the fixed part and
-        a summary), or None if it can."""
+        """Why a new request from the person cannot fit even alone (with the smallest fixed
+        part a request of the thread may have and a summary), or None if it can."""
         if self.budget is None:
             return None
-        tokens = self.fixed_tokens + SUMMARY_TOKENS
-        tokens += estimate_message(HumanMessage(text)) + estimate_text(ROUTE_QUESTION)
+        fixed = self.smallest_fixed()
+        question = ROUTE_QUESTION_SHORT if self.small_context else ROUTE_QUESTION
+        tokens = fixed + self.budget.summary_tokens
+        tokens += estimate_message(HumanMessage(text)) + estimate_text(question)
         if tokens <= self.budget.prompt_limit:
             return None
-        return self.too_small(tokens)
+        return too_big(tokens, fixed, self.budget.context_length, self.budget.prompt_limit)
+
+    def smallest_fixed(self) -> int:
+        """The smallest fixed part a request may have: a small context's smallest route."""
+        if not self.small_context:
+            return self.fixed_tokens
+        return min(self.shape_fixed(shape) for shape in self.small_shapes())
 
     # -- compaction ----------------------------------------------------------------------------
 
@@ -405,25 +775,31 @@ class ContextKeeper:
         why: str,
         before: int | None = None,
         target: int | None = None,
+        shape: Shape | None = None,
     ) -> Summary | None:
         """A new summary standing for the older turns (and the old summary), or None when
         there is nothing older to summarise. The history is not changed. target: the
         tokens to bring the request under (core.context.budget.plan_compaction's default if None;
-        0 summarises all it may)."""
+        0 summarises all it may). Sizes are the server's where it counted, else our
+        estimates times the thread's ratio, so the target is reached by the server's count."""
+        shape = shape or self.default_shape
         budget = self.budget
         if budget is None:  # the context is unknown: keep about half of what is there
-            request = self.request(messages, summary)
-            size = max(self.estimate(request, messages, summary), 4 * SUMMARY_TOKENS)
-            budget = Budget(size + SUMMARY_TOKENS, SUMMARY_TOKENS)
+            request = self.request(messages, summary, shape=shape)
+            size = max(self.estimate(request, messages, summary, shape), 1200)
+            budget = Budget(size + 300, 300)
         visible = self.visible(messages, summary, result_cap=self.result_cap())
         shown = [message for _, message in visible]
-        fixed = self.fixed_tokens
-        plan = plan_compaction(shown, budget, fixed_tokens=fixed, target=target)
+        fixed = self.shape_fixed(shape)
+        measure = self.measure(self.scale(messages))
+        plan = plan_compaction(shown, budget, fixed_tokens=fixed, target=target, measure=measure)
         if not plan.summarise:
             return None
         if before is None:
-            before = self.estimate(self.request(messages, summary), messages, summary)
-        text = await self.summarise(visible, plan.summarise, summary, why)
+            before = self.estimate(
+                self.request(messages, summary, shape=shape), messages, summary, shape
+            )
+        text = await self.summarise(visible, plan.summarise, summary, why, shape)
         upto = max(visible[i][0] for i in plan.summarise) + 1
         held = tuple(str(visible[i][1].id) for i in plan.keep if visible[i][0] < upto)
         made = Summary(
@@ -438,7 +814,12 @@ class ContextKeeper:
             after=0,
             why=why,
         )
-        after = self.estimate(self.request(messages, made), messages, made)
+
+        def after_of(candidate: Summary) -> int:
+            request = self.request(messages, candidate, shape=shape)
+            return self.estimate(request, messages, candidate, shape)
+
+        after = after_of(made)
         if after >= before:
             # The model's summary is longer than the turns it stands for: cut it to what
             # leaves the request smaller than before, or say only that turns were left out.
@@ -447,7 +828,7 @@ class ContextKeeper:
             if shrunk is None:
                 return None
             made = Summary(**{**asdict(made), "text": shrunk})
-            after = self.estimate(self.request(messages, made), messages, made)
+            after = after_of(made)
             if after >= before:
                 return None
         return Summary(**{**asdict(made), "after": after})
@@ -458,6 +839,7 @@ class ContextKeeper:
         summarised: Sequence[int],
         summary: Summary | None,
         why: str,
+        shape: Shape | None = None,
     ) -> str:
         """The model's summary of the summarised messages and the old summary.
 
@@ -465,28 +847,32 @@ class ContextKeeper:
         prefix, so only the question is new); else, and after an overflow, on its own, with
         the messages as a clipped transcript.
         """
+        shape = shape or self.default_shape
+        limit = self.budget.summary_tokens if self.budget else summary_tokens_for(4096)
         prefix = [message for _, message in visible[: max(summarised) + 1]]
         if why != "overflow":
-            request = in_conversation(self.system_text(summary), prefix)
-            tokens = self.tool_tokens + estimate_messages(request)
-            room = self.budget.context_length - SUMMARY_TOKENS if self.budget else None
+            history = self.as_history(prefix, shape)
+            request = in_conversation(self.system_text(summary, shape), history)
+            tokens = self.shape_tool_tokens(shape) + estimate_messages(request)
+            room = self.budget.context_length - limit if self.budget else None
             if room is None or tokens <= room:
                 try:
-                    response = await self.bound("none", SUMMARY_TOKENS).ainvoke(
+                    asked = shape.replying(choice="none", limit=limit, schema=None)
+                    response = await self.bound(asked).ainvoke(
                         request, config={"tags": [TAG_NOSTREAM]}
                     )
-                    return summary_text(separate_reasoning(response), prefix)
+                    return summary_text(separate_reasoning(response), prefix, limit)
                 except Exception as error:
                     if not is_context_overflow(server_words(error)):
                         raise
         # The transcript gets what a request may hold, less the instructions and the old
         # summary (no tools are sent with it).
-        limit = (self.budget.prompt_limit if self.budget else 4 * SUMMARY_TOKENS) - SUMMARY_TOKENS
-        request = standalone(summary, [visible[i][1] for i in summarised], limit)
+        room = (self.budget.prompt_limit if self.budget else 4 * limit) - limit
+        alone = standalone(summary, [visible[i][1] for i in summarised], room)
         # Not a reply to show: the front-end streams only what it should.
-        model = self.model().bind(max_tokens=SUMMARY_TOKENS)
-        response = await model.ainvoke(request, config={"tags": [TAG_NOSTREAM]})
-        return summary_text(separate_reasoning(response), prefix)
+        model = self.model().bind(max_tokens=limit)
+        response = await model.ainvoke(alone, config={"tags": [TAG_NOSTREAM]})
+        return summary_text(separate_reasoning(response), prefix, limit)
 
 
 LEFT_OUT = "(Earlier turns were left out to fit the model's context; no summary of them fits.)"
@@ -523,6 +909,25 @@ def tool_name(schema: dict[str, Any]) -> str:
     return str(function.get("name") if isinstance(function, dict) else schema.get("name"))
 
 
+def tool_tokens(tools: Sequence[dict[str, Any]]) -> int:
+    return -(-len(schema_text(list(tools))) // SCHEMA_CHARS_PER_TOKEN) if tools else 0
+
+
+def calls_by_id(messages: Sequence[BaseMessage]) -> dict[str, str]:
+    """call id -> the tool it called, over a history."""
+    return {
+        str(call["id"]): call["name"]
+        for message in messages
+        if isinstance(message, AIMessage)
+        for call in message.tool_calls
+    }
+
+
+def thread_of(messages: Sequence[AnyMessage]) -> str:
+    """A name for a thread the keeper serves: its first message's id (ours, unique)."""
+    return str(messages[0].id) if messages else ""
+
+
 def announce_compaction(summary: Summary) -> None:
     """For a graph node's `send`: tell the front-end at once, as a custom stream event
     ({"compacted": summary}), before the compacted request is sent rather than when the
@@ -530,7 +935,25 @@ def announce_compaction(summary: Summary) -> None:
     get_stream_writer()({COMPACTED: summary.as_state()})
 
 
-def as_sent(message: AnyMessage, result_cap: int | None) -> BaseMessage:
+def announce_notice(text: str) -> None:
+    """For a graph node's `send`: a line of ours for the front-end ({"fsagent_notice": text})."""
+    get_stream_writer()({NOTICE: text})
+
+
+def answer_streamer(node: str) -> Callable[[str, str], None]:
+    """For a graph node's `send`: a constrained reply's answer and reasoning as they stream,
+    as custom stream events ({"fsagent_answer": {"node", "text", "reasoning"}})."""
+    writer = get_stream_writer()
+
+    def stream(text: str, reasoning: str) -> None:
+        writer({ANSWER_TEXT: {"node": node, "text": text, "reasoning": reasoning}})
+
+    return stream
+
+
+def as_sent(
+    message: AnyMessage | BaseMessage, result_cap: int | None, density: float | None = None
+) -> BaseMessage:
     """A stored message as a request carries it."""
     if isinstance(message, HumanMessage):
         note = ROUTE_NOTES.get(str(message.additional_kwargs.get(ROUTE_KEY, "")))
@@ -540,16 +963,21 @@ def as_sent(message: AnyMessage, result_cap: int | None) -> BaseMessage:
     if isinstance(message, AIMessage):
         return without_reasoning(message)
     if isinstance(message, ToolMessage) and result_cap is not None:
-        return clipped(message, result_cap)
+        return clipped(message, result_cap, density)
     return message
 
 
-def clipped(message: ToolMessage, cap: int) -> ToolMessage:
-    """A result cut to about `cap` tokens, saying how much was left out and how to read on."""
+def clipped(message: ToolMessage, cap: int, density: float | None = None) -> ToolMessage:
+    """A result cut to about `cap` tokens, saying how much was left out and how to read on.
+    density is the server's tokens a character, where it counted the result."""
     text = content_text(message.content)
-    if estimate_text(text) + MESSAGE_OVERHEAD <= cap:
+    tokens = estimate_text(text) if density is None else math.ceil(len(text) * density)
+    if tokens + MESSAGE_OVERHEAD <= cap:
         return message
-    keep = max(0, (cap - 40) * CHARS_PER_TOKEN)
+    if density is None:
+        keep = max(0, (cap - 40) * CHARS_PER_TOKEN)
+    else:
+        keep = max(0, int((cap - 40) / max(density, 1e-6)))
     left = len(text) - keep
     note = (
         f"\n[fsagent: {left:,} more characters of this result were left out to fit the "

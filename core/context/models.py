@@ -43,7 +43,7 @@ The context length:
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 
 import httpx
@@ -67,13 +67,16 @@ class ModelChoice:
     context_source says where context_length came from, in words fit for a status line:
     "LM Studio (loaded)", "llama.cpp /props", "--context-length", "unknown", ...
     server is "lmstudio", "llamacpp", "ollama" or "openai" (any other OpenAI-compatible
-    server).
+    server). no_tools says why the server says the model has no tool support, when it does
+    (LM Studio's capabilities, llama.cpp's chat template caps): --constrain-calls auto then
+    constrains its calls from the first request (core.context.constrained).
     """
 
     name: str
     context_length: int | None
     context_source: str
     server: str
+    no_tools: str | None = None
 
 
 def unreachable_message(base_url: str) -> str:
@@ -106,6 +109,7 @@ class _Listed:
     loaded: bool = True
     context: int | None = None
     max_context: int | None = None
+    tools: bool | None = None  # whether the server says it supports tool use; None: unsaid
 
     @property
     def is_chat(self) -> bool:
@@ -148,19 +152,29 @@ async def _discover(
     lmstudio = await _lmstudio_models(client, base, root)
     if lmstudio is not None:
         chosen = _choose_lmstudio(lmstudio, requested, base)
+        no_tools = (
+            f"LM Studio lists {chosen.id} without tool use" if chosen.tools is False else None
+        )
         if chosen.loaded:
-            return settle(chosen.id, "lmstudio", chosen.context, "LM Studio (loaded)")
+            found = settle(chosen.id, "lmstudio", chosen.context, "LM Studio (loaded)")
+            return replace(found, no_tools=no_tools)
         if override is not None:  # LM Studio said nothing certain: the flag decides
-            return ModelChoice(chosen.id, override, override_name, "lmstudio")
+            return ModelChoice(chosen.id, override, override_name, "lmstudio", no_tools)
         guess = min(LMSTUDIO_DEFAULT_CONTEXT, chosen.max_context or LMSTUDIO_DEFAULT_CONTEXT)
         source = "LM Studio's default for a model it loads on first use"
-        return ModelChoice(chosen.id, guess, source, "lmstudio")
+        return ModelChoice(chosen.id, guess, source, "lmstudio", no_tools)
     if await _is_ollama(client, base, root):
         return await _ollama_choice(client, base, root, requested, override, override_name)
-    n_ctx = _llamacpp_n_ctx(await _get_json(client, base, f"{root}/props"))
+    props = await _get_json(client, base, f"{root}/props")
+    n_ctx = _llamacpp_n_ctx(props)
     chosen = _choose_listed(await _openai_models(client, base), requested, base)
     if n_ctx is not None:
-        return settle(chosen.id, "llamacpp", n_ctx, "llama.cpp /props")
+        found = settle(chosen.id, "llamacpp", n_ctx, "llama.cpp /props")
+        if _llamacpp_tools(props) is False:
+            found = replace(
+                found, no_tools=f"llama.cpp's chat template for {chosen.id} has no tools"
+            )
+        return found
     if chosen.context is not None:  # a llama.cpp whose /props did not answer as expected
         return settle(chosen.id, "llamacpp", chosen.context, "llama.cpp /v1/models meta")
     return settle(chosen.id, "openai", None, "unknown")
@@ -318,6 +332,12 @@ async def _lmstudio_models(client: httpx.AsyncClient, base: str, root: str) -> l
                 loaded=m.get("state") == "loaded",
                 context=_int(m.get("loaded_context_length")),
                 max_context=_int(m.get("max_context_length")),
+                # LM Studio 0.3.16+ lists what a model can do ("tool_use"); before, nothing.
+                tools=(
+                    "tool_use" in m["capabilities"]
+                    if isinstance(m.get("capabilities"), list)
+                    else None
+                ),
             )
             for m in data
         ]
@@ -336,6 +356,8 @@ def _v1_listed(entry: dict[str, Any]) -> _Listed:
     kind = str(entry.get("type"))
     if kind == "llm" and (entry.get("capabilities") or {}).get("vision"):
         kind = "vlm"
+    capabilities = entry.get("capabilities")
+    trained = capabilities.get("trained_for_tool_use") if isinstance(capabilities, dict) else None
     return _Listed(
         id=str(entry.get("key")),
         type=kind,
@@ -343,7 +365,16 @@ def _v1_listed(entry: dict[str, Any]) -> _Listed:
         # Several instances may run with different contexts: the smallest is the safe one.
         context=min(known) if known else None,
         max_context=_int(entry.get("max_context_length")),
+        tools=trained if isinstance(trained, bool) else None,
     )
+
+
+def _llamacpp_tools(props: Any) -> bool | None:
+    """Whether llama.cpp's chat template for the model renders tools (`/props`
+    chat_template_caps.supports_tools, in builds since 2025); None when it does not say."""
+    caps = props.get("chat_template_caps") if isinstance(props, dict) else None
+    value = caps.get("supports_tools") if isinstance(caps, dict) else None
+    return value if isinstance(value, bool) else None
 
 
 def _llamacpp_n_ctx(props: Any) -> int | None:

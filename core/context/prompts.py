@@ -8,9 +8,8 @@ same reason (see core.context.context).
 """
 
 SYSTEM_PROMPT = (
-    "You are fsagent. You work on the person's files only through your tools; paths are "
-    "relative to the first allowed folder. Read before you change. The person reviews every "
-    "change: never retry a rejected call. If unsure, use ask_person. Answer briefly."
+    "You are fsagent: you work on files with your tools, paths relative to the first folder. "
+    "Read before you change; never retry a rejected call. Be brief."
 )
 
 # Appended to the person's latest words in the router's request only.
@@ -18,6 +17,14 @@ ROUTE_QUESTION = (
     "[fsagent: before you answer, name the kind of request in one word: filesystem (read, "
     "create or change files and folders), search (find files or text; no changes) or general "
     "(anything else).]"
+)
+
+# The same question where the fixed part is a large share of the context (a 2048 context):
+# the names alone, half the length. A schema's enum (core.context.constrained) holds the
+# answer to the names anyway.
+ROUTE_QUESTION_SHORT = (
+    "[fsagent: before you answer, name the kind of request in one word: filesystem, search "
+    "or general.]"
 )
 
 # Appended to the person's words in every request of a turn on that route, and kept there in

@@ -86,11 +86,13 @@ def standalone(
     return [SystemMessage(summary_prompt()), HumanMessage(body)]
 
 
-def summary_text(response: AIMessage, summarised: Sequence[BaseMessage]) -> str:
+def summary_text(
+    response: AIMessage, summarised: Sequence[BaseMessage], limit: int = SUMMARY_TOKENS
+) -> str:
     """The summary in a reply (its reasoning set apart already); a model that only thought
-    leaves the facts, plainly."""
+    leaves the facts, plainly, within `limit` tokens."""
     text = content_text(response.content).strip().removeprefix(SUMMARY_PREFIX).strip()
-    return text or transcript(summarised, SUMMARY_TOKENS)
+    return text or transcript(summarised, limit)
 
 
 def trusted_replies(messages: Sequence[AnyMessage], summary: Summary | None) -> set[str]:

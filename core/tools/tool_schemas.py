@@ -29,7 +29,8 @@ from langchain_core.utils.function_calling import convert_to_openai_tool
 # first root, as the system prompt says), directory_tree (list_directory, folder by folder),
 # get_file_info (list_directory and read_file say what a model needs), copy (read_file, then
 # write_file) and make_dir (write_file creates the folders a new file needs). A call to any of
-# them still runs, reviewed like any other: they are only not advertised.
+# them still runs, reviewed like any other: they are only not advertised. move and
+# search_files stay: nothing else renames a folder or finds files by name in one call.
 NOT_OFFERED: frozenset[str] = frozenset(
     {
         "touch",
@@ -50,7 +51,9 @@ NOT_OFFERED: frozenset[str] = frozenset(
 # binds an approved write to its preview; the others tune what a call returns and have good
 # defaults on the server. A regex can say (?i)
 # itself and a path narrows a grep as a glob would; a move that would overwrite is refused
-# and the model told why; write_file's append mode is patch_file's job too.
+# and the model told why; write_file's append mode is patch_file's job too. delete's
+# recursive stays: its refusal of a folder that is not empty says to pass it, and a
+# constrained call (core.context.constrained) may hold no argument its schema does not name.
 HIDDEN_PARAMETERS: frozenset[str] = frozenset(
     {
         "dry_run",
@@ -73,16 +76,16 @@ DESCRIPTIONS: dict[str, str] = {
     "list_allowed_roots": "The folders you may use; relative paths start in the first.",
     "list_directory": "List a folder.",
     "directory_tree": "A folder's tree, max_depth levels deep.",
-    "read_file": "Read a text file (or lines start_line..end_line).",
-    "search_files": "Find files by a name glob, e.g. '*.py'.",
-    "grep": "Find lines matching a regular expression in files.",
+    "read_file": "Read a file, or some lines.",
+    "search_files": "Find files by name glob.",
+    "grep": "Find a regex in files.",
     "get_file_info": "Size, type and times of a file or folder.",
-    "write_file": "Create or replace a text file.",
-    "patch_file": "Replace text in a file; each old_text must occur once.",
+    "write_file": "Create or overwrite a file.",
+    "patch_file": "Replace each old_text with new_text.",
     "make_dir": "Create a folder and its parents.",
     "copy": "Copy a file or folder.",
-    "move": "Move or rename a file or folder.",
-    "delete": "Delete a file or folder (recursive if not empty).",
+    "move": "Move or rename.",
+    "delete": "Delete a file or folder.",
     "ask_person": "Ask the person instead of guessing.",
 }
 

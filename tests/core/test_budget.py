@@ -145,7 +145,9 @@ def test_older_whole_turns_go_first() -> None:
     messages = [*conversation(6), HumanMessage("now the latest request")]
     # 100 fixed + 10 system + 300 summary = 410: a target of 500 leaves room for 9 messages,
     # the last whole turn (7) and the latest request, but not the turn before.
-    plan = plan_compaction(messages, BUDGET, fixed_tokens=100, measure=ten, target=500)
+    plan = plan_compaction(
+        messages, BUDGET, fixed_tokens=100, measure=ten, target=500, summary_tokens=300
+    )
     kept = [messages[i] for i in plan.keep]
     assert plan.pinned == (0,)
     assert isinstance(kept[0], HumanMessage) and kept[0].content.startswith("turn 5")
@@ -169,7 +171,7 @@ def test_a_huge_latest_turn_is_cut_between_steps_keeping_its_request() -> None:
 
     # Everything is 1050 tokens, over the limit of 800; only summarising all the turn's
     # earlier steps brings it under.
-    plan = plan_compaction(messages, BUDGET, fixed_tokens=100, measure=size)
+    plan = plan_compaction(messages, BUDGET, fixed_tokens=100, measure=size, summary_tokens=300)
     summary = SystemMessage("summary")
     assert plan.apply(messages, summary) == [messages[0], summary, request, big, result]
     assert plan.tokens == 100 + 10 + 300 + 10 + 10 + 300 and plan.fits
@@ -223,8 +225,10 @@ def test_when_even_the_minimum_does_not_fit() -> None:
     assert plan.minimum == plan.tokens > plan.limit == 800
     line = plan.describe()
     assert "\n" not in line
-    assert f"~{plan.minimum} tokens" in line and "300 of them" in line
-    assert "context is 1000 tokens with 200 kept for the reply" in line
+    assert f"~{plan.minimum:,} tokens" in line and "300 of them" in line
+    # What it needs against what a request may hold: never a count that seems to fit.
+    assert "more than the 800 a request may hold" in line
+    assert "context of 1,000 tokens with 200 kept for the reply" in line
 
 
 def test_a_summary_bigger_than_what_it_replaces_is_not_made() -> None:

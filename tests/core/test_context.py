@@ -97,6 +97,27 @@ def test_offered_schemas_are_short_and_a_subset_of_the_servers(schemas: dict) ->
     assert set(read_names) <= ALLOWED_TOOLS and "read_file" in read_names
 
 
+def test_every_tool_is_offered_and_on_a_small_context_each_is_on_a_route_that_runs_it(
+    schemas: dict,
+) -> None:
+    from core.approval.questions import ask_person_tool
+    from core.tools.tool_groups import SMALL_CONTEXT_TOOLS, in_group
+    from core.tools.tool_schemas import model_tool
+
+    offered, _ = schemas["all"]
+    every = [*offered, model_tool(ask_person_tool())]
+    names = {tool["function"]["name"] for tool in every}
+    # Nothing only one tool does is left out: a rename, a find by name, a folder's delete.
+    assert {"move", "search_files", "delete", "ask_person"} <= names
+    delete = next(t for t in offered if t["function"]["name"] == "delete")
+    assert "recursive" in delete["function"]["parameters"]["properties"]
+    # On a small context each route offers a few, and together they offer every tool, each
+    # on a route that lets it run.
+    assert set().union(*SMALL_CONTEXT_TOOLS.values()) == names
+    for route, tools in SMALL_CONTEXT_TOOLS.items():
+        assert all(in_group(route, tool) for tool in tools), route
+
+
 # -- replies -------------------------------------------------------------------------------
 
 

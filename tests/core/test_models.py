@@ -189,7 +189,10 @@ def test_lmstudio_04_list_when_v0_is_gone() -> None:
     }
     choice = run_with(mock({"/api/v1/models": v1}))
     # Two instances with different contexts: the smaller is what a request may land on.
-    assert choice == ModelChoice("gemma-3-270m-it-qat", 2048, "LM Studio (loaded)", "lmstudio")
+    # Not trained for tool use, as LM Studio says: --constrain-calls auto constrains its calls.
+    no_tools = "LM Studio lists gemma-3-270m-it-qat without tool use"
+    expected = ModelChoice("gemma-3-270m-it-qat", 2048, "LM Studio (loaded)", "lmstudio", no_tools)
+    assert choice == expected
 
 
 def test_an_old_lmstudio_answering_200_errors_is_read_as_a_plain_server() -> None:
@@ -201,3 +204,27 @@ def test_an_old_lmstudio_answering_200_errors_is_read_as_a_plain_server() -> Non
 def test_something_that_lists_no_models_is_unreachable() -> None:
     with pytest.raises(ServerUnreachable):
         run_with(mock({}))
+
+
+# -- what the server says of tool support (--constrain-calls auto) ---------------------------
+
+
+def test_lmstudio_and_llama_cpp_say_when_a_model_has_no_tool_support() -> None:
+    small = FakeModel("gemma-3-1b", tools=False)
+    with FakeLLM([], models=[small], flavour="lmstudio") as llm:
+        lmstudio = choose(llm)
+    with FakeLLM([], models=[small], flavour="llamacpp") as llm:
+        llamacpp = choose(llm)
+    with FakeLLM([], models=[LLAMA], flavour="lmstudio") as llm:
+        capable = choose(llm)
+    # LM Studio 0.3.16+: `capabilities` lists "tool_use"; llama.cpp's /props says whether
+    # its chat template renders tools.
+    assert lmstudio.no_tools == "LM Studio lists gemma-3-1b without tool use"
+    assert llamacpp.no_tools == "llama.cpp's chat template for gemma-3-1b has no tools"
+    assert capable.no_tools is None
+
+
+def test_an_lmstudio_list_without_capabilities_says_nothing_of_tools() -> None:
+    # Before 0.3.16 the list had no capabilities: nothing is known, nothing is assumed.
+    v0 = {"data": [{"id": "m", "type": "llm", "state": "loaded", "loaded_context_length": 4096}]}
+    assert run_with(mock({"/api/v0/models": v0})).no_tools is None
