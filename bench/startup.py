@@ -158,11 +158,14 @@ def measure() -> list[Row]:
             timings[name] for name in ("prompt", "piped", "help", "bare")
         )
         sandbox = kernel_sandbox_rows(root)
+    from bench import reading  # the reading commands' CPU, on a store of their own
+
     return [
         row("start-up to `you> ` prompt (pty)", prompt, bare, "s", "<= 1.3x bare import"),
         row("echo quit | fsagent, launch to exit", piped, bare, "s", "figure"),
         row("fsagent --help, launch to exit", helped, bare, "s", "figure (lazy imports)"),
         *sandbox,
+        *reading.measure(),
     ]
 
 
