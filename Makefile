@@ -3,6 +3,7 @@ PYTHON ?= python3
 VENV := .venv
 PY := $(VENV)/bin/python
 STAMP := $(VENV)/.installed
+TEST_STAMP := $(VENV)/.installed-test
 # The core, the store, the graph and the front-ends, strictly ([tool.mypy] in pyproject.toml).
 MYPY := $(VENV)/bin/mypy --strict core store agent_graph.py display.py agent.py web terminal
 # Every fsagent and server process a test starts imports our modules. Where
@@ -15,11 +16,17 @@ CHROMIUM := /usr/bin/chromium
 
 .PHONY: run test bench demo regress lint typecheck clean postgres acl conformance conformance-suite
 
+# Two stamps: `make run` installs what running needs (the package alone); `make test`,
+# `make lint` and `make bench` add the test extras (pytest, the checkers, playwright, ...).
 $(STAMP): pyproject.toml
 	$(PYTHON) -m venv $(VENV)
 	$(PY) -m pip install --quiet --upgrade pip
-	$(PY) -m pip install --quiet -e '.[test]'
+	$(PY) -m pip install --quiet -e .
 	touch $(STAMP)
+
+$(TEST_STAMP): $(STAMP) pyproject.toml
+	$(PY) -m pip install --quiet -e '.[test]'
+	touch $(TEST_STAMP)
 
 # The Postgres tests and benchmarks start a throwaway server of their own (tests/pg_server.py)
 # from Debian's postgresql package: installed here when missing, quietly, with no question.
@@ -49,14 +56,14 @@ $(CHROMIUM):
 # The import rules and the types first: a broken layout or contract fails fast. Tests run on every core (-n auto).
 # Then the MCP server's whole suite again on its portable path (mcp_servers/platform_calls.py:
 # as on macOS, without O_PATH or preadv).
-test: $(STAMP) postgres acl conformance-suite $(CHROMIUM)
+test: $(TEST_STAMP) postgres acl conformance-suite $(CHROMIUM)
 	$(VENV)/bin/lint-imports
 	$(MYPY)
 	$(COMPILE)
 	$(PY) -m pytest -q -n auto $(PYTEST_ARGS)
 	FSAGENT_PORTABLE_CALLS=1 $(PY) -m pytest -q -n auto tests/mcp_servers
 
-bench: $(STAMP) postgres
+bench: $(TEST_STAMP) postgres
 	$(COMPILE)
 	$(PY) -m bench
 
@@ -67,7 +74,7 @@ demo: $(STAMP)
 regress: $(STAMP)
 	$(VENV)/bin/fsagent regress examples
 
-lint: $(STAMP)
+lint: $(TEST_STAMP)
 	$(VENV)/bin/ruff check .
 	$(VENV)/bin/lint-imports
 	$(MYPY)
@@ -77,7 +84,7 @@ lint: $(STAMP)
 # Node 22, installed with the suite by npm outside the repo; the test suite runs the scenarios
 # that apply to any server once this has installed them.
 CONFORMANCE_DIR ?= $(HOME)/.cache/fsagent-conformance
-conformance: $(STAMP) conformance-suite
+conformance: $(TEST_STAMP) conformance-suite
 	FSAGENT_CONFORMANCE_DIR=$(CONFORMANCE_DIR) $(PY) tests/mcp_servers/run_conformance.py
 
 # The suite and its Node 22, for `make conformance` and for the tests, which run the scenarios
@@ -89,7 +96,7 @@ conformance-suite:
 	    node@22 @modelcontextprotocol/conformance@0.1.16; }
 
 # The contracts' home, strictly typed: any error fails `make lint` and `make test`.
-typecheck: $(STAMP)
+typecheck: $(TEST_STAMP)
 	$(MYPY)
 
 clean:

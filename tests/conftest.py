@@ -26,6 +26,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 import pytest
+from launcher import LAUNCHER
 
 from pg_server import Server, ServerError, start_server, stop_orphans
 
@@ -90,11 +91,11 @@ class Workspace:
         timeout: float = 60,
         env: dict[str, str] | None = None,
     ) -> subprocess.CompletedProcess[str]:
-        return subprocess.run(
-            self.command(base_url, *args, thread=thread),
+        # A real process, forked from one that has the libraries imported (tests/launcher.py).
+        command = self.command(base_url, *args, thread=thread)
+        return LAUNCHER.run(
+            command[2:],
             input=stdin,
-            capture_output=True,
-            text=True,
             timeout=timeout,
             cwd=self.root,
             env={**agent_env(), **(env or {})},

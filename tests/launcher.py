@@ -1,0 +1,275 @@
+"""Real fsagent processes without paying for the libraries' import at every launch.
+
+About 600 tests run the CLI as a piped session, and each launch spent one to three CPU
+seconds importing langgraph, langchain and the MCP client before it read a line: more than
+half of the suite's time. A launcher process (one per test worker) imports those libraries
+once, and nothing of ours, then forks for every launch. The fork is a real process with the
+test's pipes as its stdin, stdout and stderr, its own folder, environment and argv, its own
+exit code and signals, which imports our modules afresh and runs `agent.py` as `python
+agent.py ...` would. What it does not measure is the import itself, so the tests about
+start-up (what a command imports, how fast a prompt appears) launch `sys.executable` as
+before.
+
+The launcher is single-threaded when it forks (checked at start): a fork of a process with
+other threads could copy a lock one of them held.
+
+Protocol, over a Unix socket per launch: the request is one JSON line (argv, env, cwd) with
+the three descriptors (SCM_RIGHTS); the answer is the launched pid, then its wait status,
+each one line. The launcher forks a waiter per launch, which forks the process, so the
+launcher itself never blocks on a child.
+"""
+
+from __future__ import annotations
+
+import atexit
+import contextlib
+import io
+import json
+import os
+import signal
+import socket
+import subprocess
+import sys
+import tempfile
+import threading
+from pathlib import Path
+from typing import Any
+
+REPO = Path(__file__).resolve().parent.parent
+AGENT = REPO / "agent.py"
+
+# What every launch imports before it reads a line (agent.open_agent and its callees):
+# libraries only, so that our own modules' import-time state is each process's own.
+PRELOADED = (
+    "langgraph.graph",
+    "langgraph.types",
+    "langgraph.checkpoint.sqlite.aio",
+    "langchain_openai",
+    "langchain_core.messages",
+    "langchain_core.tools",
+    "langchain_mcp_adapters.tools",
+    "mcp",
+    "mcp.client.stdio",
+    "httpx",
+    "openai",
+    "aiosqlite",
+    "ormsgpack",
+    "rich.console",
+    "prompt_toolkit",
+)
+
+
+# --- the launcher process ------------------------------------------------------------------
+
+
+def serve(path: str) -> None:
+    """Import the libraries, then launch a process for every request on `path`."""
+    for module in PRELOADED:
+        __import__(module)
+    if threading.active_count() != 1:
+        raise SystemExit(f"launcher: an import started a thread ({threading.enumerate()})")
+    listener = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+    listener.bind(path)
+    listener.listen(64)
+    print("ready", flush=True)
+    signal.signal(signal.SIGCHLD, lambda *_: reap())
+    while True:
+        try:
+            connection, _ = listener.accept()
+        except InterruptedError:
+            continue
+        with connection:
+            message, fds, _, _ = socket.recv_fds(connection, 1 << 20, 3)
+            if os.fork() == 0:
+                listener.close()
+                signal.signal(signal.SIGCHLD, signal.SIG_DFL)
+                wait_for_launch(connection, json.loads(message), fds)
+            for fd in fds:
+                os.close(fd)
+
+
+def reap() -> None:
+    with_children = True
+    while with_children:
+        try:
+            pid, _ = os.waitpid(-1, os.WNOHANG)
+        except ChildProcessError:
+            return
+        with_children = pid != 0
+
+
+def wait_for_launch(connection: socket.socket, request: dict[str, Any], fds: list[int]) -> None:
+    """The waiter: fork the launch, say its pid, wait for it and say its status."""
+    pid = os.fork()
+    if pid == 0:
+        connection.close()
+        launch(request, fds)
+    for fd in fds:
+        os.close(fd)
+    connection.sendall(f"{pid}\n".encode())
+    _, status = os.waitpid(pid, 0)
+    connection.sendall(f"{status}\n".encode())
+    os._exit(0)
+
+
+# The text layer of the standard streams, as the interpreter makes it for a pipe.
+STDIO_ENCODING = sys.stdout.encoding
+STDIO_ERRORS = sys.stdout.errors
+
+
+def stdio(fd: int, mode: str, errors: str, *, unbuffered: bool, line: bool = False) -> Any:
+    raw = io.FileIO(fd, mode, closefd=False)
+    if mode == "r":
+        return io.TextIOWrapper(io.BufferedReader(raw), STDIO_ENCODING, errors)
+    buffered = raw if unbuffered else io.BufferedWriter(raw)
+    return io.TextIOWrapper(
+        buffered,  # type: ignore[arg-type]
+        STDIO_ENCODING,
+        errors,
+        line_buffering=line,
+        write_through=unbuffered,
+    )
+
+
+def launch(request: dict[str, Any], fds: list[int]) -> None:
+    """Become `python agent.py ARGV...` in the request's folder and environment."""
+    try:
+        for target, fd in enumerate(fds):
+            os.dup2(fd, target)
+            os.close(fd)
+        os.chdir(request["cwd"])
+        os.environ.clear()
+        os.environ.update(request["env"])
+        # The signals as the interpreter sets them at start.
+        signal.signal(signal.SIGINT, signal.default_int_handler)
+        signal.signal(signal.SIGTERM, signal.SIG_DFL)
+        signal.signal(signal.SIGPIPE, signal.SIG_IGN)
+        unbuffered = bool(request["env"].get("PYTHONUNBUFFERED"))
+        sys.stdin = stdio(0, "r", STDIO_ERRORS, unbuffered=False)
+        sys.stdout = stdio(1, "w", STDIO_ERRORS, unbuffered=unbuffered)
+        sys.stderr = stdio(2, "w", "backslashreplace", unbuffered=unbuffered, line=True)
+        sys.argv = [str(AGENT), *request["argv"]]
+        sys.path[0] = str(AGENT.parent)
+        import runpy
+
+        runpy.run_path(str(AGENT), run_name="__main__")
+        code = 0
+    except SystemExit as exit_:
+        code = exit_.code if isinstance(exit_.code, int) else (0 if exit_.code is None else 1)
+        if exit_.code is not None and not isinstance(exit_.code, int):
+            print(exit_.code, file=sys.stderr)
+    except BaseException:
+        import traceback
+
+        traceback.print_exc()
+        code = 1
+    try:
+        sys.stdout.flush()
+        sys.stderr.flush()
+    finally:
+        os._exit(code)
+
+
+# --- the tests' side -----------------------------------------------------------------------
+
+
+class Launcher:
+    """One launcher process, started on first use, stopped when the worker ends."""
+
+    def __init__(self) -> None:
+        self.folder = tempfile.mkdtemp(prefix="fsagent-launcher-")
+        self.path = os.path.join(self.folder, "socket")
+        self.process: subprocess.Popen[str] | None = None
+
+    def started(self) -> str:
+        if self.process is None or self.process.poll() is not None:
+            env = {k: v for k, v in os.environ.items() if not k.startswith("FSAGENT_")}
+            self.process = subprocess.Popen(
+                [sys.executable, __file__, self.path],
+                stdout=subprocess.PIPE,
+                text=True,
+                env=env,
+            )
+            assert self.process.stdout is not None
+            ready = self.process.stdout.readline().strip()
+            if ready != "ready":
+                raise RuntimeError(f"the test launcher did not start: {ready!r}")
+            atexit.register(self.stop)
+        return self.path
+
+    def stop(self) -> None:
+        if self.process is not None and self.process.poll() is None:
+            self.process.kill()
+            self.process.wait()
+
+    def run(
+        self,
+        argv: list[str],
+        *,
+        input: str,  # noqa: A002 - as subprocess.run names it
+        env: dict[str, str],
+        cwd: Path,
+        timeout: float,
+    ) -> subprocess.CompletedProcess[str]:
+        """`python agent.py ARGV...` as subprocess.run(capture_output=True, text=True) runs it."""
+        connection = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+        connection.connect(self.started())
+        stdin_r, stdin_w = os.pipe()
+        stdout_r, stdout_w = os.pipe()
+        stderr_r, stderr_w = os.pipe()
+        request = json.dumps({"argv": argv, "env": env, "cwd": str(cwd)}).encode()
+        socket.send_fds(connection, [request], [stdin_r, stdout_w, stderr_w])
+        for fd in (stdin_r, stdout_w, stderr_w):
+            os.close(fd)
+        answers = connection.makefile("r")
+        pid = int(answers.readline())
+        out: list[bytes] = []
+        err: list[bytes] = []
+        readers = [
+            threading.Thread(target=drain, args=(stdout_r, out), daemon=True),
+            threading.Thread(target=drain, args=(stderr_r, err), daemon=True),
+            threading.Thread(target=feed, args=(stdin_w, input.encode()), daemon=True),
+        ]
+        for reader in readers:
+            reader.start()
+        connection.settimeout(timeout)
+        try:
+            status = int(answers.readline())
+        except TimeoutError:
+            os.kill(pid, signal.SIGKILL)
+            raise subprocess.TimeoutExpired(argv, timeout) from None
+        finally:
+            for reader in readers:
+                reader.join(timeout=10)
+            connection.close()
+        code = os.waitstatus_to_exitcode(status)
+        return subprocess.CompletedProcess(
+            [sys.executable, str(AGENT), *argv],
+            code,
+            decoded(b"".join(out)),
+            decoded(b"".join(err)),
+        )
+
+
+def drain(fd: int, into: list[bytes]) -> None:
+    with open(fd, "rb", closefd=True) as stream:
+        while chunk := stream.read1(1 << 16):
+            into.append(chunk)
+
+
+def feed(fd: int, data: bytes) -> None:
+    with open(fd, "wb", closefd=True) as stream:
+        with contextlib.suppress(BrokenPipeError):
+            stream.write(data)
+
+
+def decoded(data: bytes) -> str:
+    """As subprocess's text mode reads it: universal newlines."""
+    return data.decode("utf-8", errors="strict").replace("\r\n", "\n").replace("\r", "\n")
+
+
+LAUNCHER = Launcher()
+
+
+if __name__ == "__main__":
+    serve(sys.argv[1])
