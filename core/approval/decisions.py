@@ -37,6 +37,7 @@ class Decision(TypedDict):
     by: str  # core.approval.approval.PERSON_SOURCES
     grant: NotRequired[bool]  # approve: the same tool inside this folder, for the thread
     expect: NotRequired[list[Any]]  # approve, edit: the state the preview showed
+    preview_id: NotRequired[str]  # approve: the preview it answers (core.changes.binding)
     args: NotRequired[dict[str, Any]]  # edit: the arguments to run instead
     message: NotRequired[str]  # reject: the reason; respond: what the model reads
 
@@ -68,6 +69,8 @@ class DecisionError(ValueError):
 def _check_approve(decision: dict[str, Any], call: ToolCall, schemas: Schemas) -> None:
     if "grant" in decision and not isinstance(decision["grant"], bool):
         raise DecisionError(f"{call['id']}: grant must be true or false")
+    if "preview_id" in decision and not isinstance(decision["preview_id"], str):
+        raise DecisionError(f"{call['id']}: preview_id must be the string the call's preview gave")
     _check_expect(decision, call)
 
 
@@ -105,9 +108,10 @@ class DecisionType:
 
 
 DECISION_TYPES: dict[str, DecisionType] = {
-    # expect: the state the reviewer's preview showed (the `expect` of the pending call),
-    # which the write is bound to.
-    "approve": DecisionType(frozenset({"grant", "expect"}), _check_approve),
+    # preview_id: the preview the reviewer read, whose state (`expect`) the write is bound to
+    # (core.changes.binding); expect: that state itself, as this process's own front-ends
+    # carry it.
+    "approve": DecisionType(frozenset({"grant", "expect", "preview_id"}), _check_approve),
     "reject": DecisionType(frozenset({"message"}), _check_reject),
     "edit": DecisionType(frozenset({"args", "expect"}), _check_edit),
     # The person answers in the call's place: it does not run, the model reads the message.
