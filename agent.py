@@ -52,7 +52,7 @@ if TYPE_CHECKING:
     from core.context.models import ModelChoice
     from core.opening import ThreadParts
     from core.threads.threads import Graph
-    from core.tools.tools import ToolServer
+    from core.tools.tools import KernelSandbox, ToolServer
     from store.base import Store
     from web.auth import Access
 
@@ -76,10 +76,13 @@ class Settings:
     base_url: str = DEFAULT_BASE_URL
     model: str | None = None  # None: the loaded chat model (core.context.models.discover)
     roots: tuple[Path, ...] = field(default_factory=lambda: (Path.cwd(),))
+    roots_given: bool = False  # --root was given; else a thread acts in its own roots
+    other_root: bool = False  # act in --root although the thread was started in others
     db: str = field(default_factory=lambda: str(Path.cwd() / "threads.db"))  # path or URL
     thread: str = "default"
     verbose: bool = False
     read_only: bool = False
+    require_kernel_sandbox: bool = False  # refuse a server the kernel does not hold (Landlock)
     strict: bool = False
     transcript: Path | None = None
     record: Path | None = None
@@ -186,11 +189,6 @@ def build_parser() -> argparse.ArgumentParser:
     )
     approve.add_argument("name", help="the waiting thread")
     approve.add_argument(
-        "--other-root",
-        action="store_true",
-        help="act in the --root given although the thread was started with other roots",
-    )
-    approve.add_argument(
         "--call",
         action="append",
         dest="calls",
@@ -218,11 +216,6 @@ def build_parser() -> argparse.ArgumentParser:
     )
     deny.add_argument("name", help="the waiting thread")
     deny.add_argument(
-        "--other-root",
-        action="store_true",
-        help="act in the --root given although the thread was started with other roots",
-    )
-    deny.add_argument(
         "--call",
         action="append",
         dest="calls",
@@ -239,11 +232,6 @@ def build_parser() -> argparse.ArgumentParser:
         undo_command,
     )
     undo.add_argument("name", help="the thread")
-    undo.add_argument(
-        "--other-root",
-        action="store_true",
-        help="act in the --root given although the thread was started with other roots",
-    )
     which = undo.add_mutually_exclusive_group()
     which.add_argument("--call", metavar="ID", help="undo only this write call")
     which.add_argument("--turn", type=int, metavar="N", help="undo the writes of the N-th request")
@@ -313,6 +301,13 @@ def add_agent_options(parser: argparse.ArgumentParser, *, suppress: bool = False
         help="a folder the agent may use (repeatable; default: the current folder)",
     )
     parser.add_argument(
+        "--other-root",
+        action="store_true",
+        default=default(False),
+        help="act in the --root given although the thread was started with other roots "
+        "(without it: asked at a terminal, refused from a pipe)",
+    )
+    parser.add_argument(
         "--db",
         default=default(from_environment(os.environ)),
         metavar="PATH|URL",
@@ -329,6 +324,13 @@ def add_agent_options(parser: argparse.ArgumentParser, *, suppress: bool = False
         action="store_true",
         default=default(False),
         help="offer the model no write tool at all (the server registers none)",
+    )
+    parser.add_argument(
+        "--require-kernel-sandbox",
+        action="store_true",
+        default=default(False),
+        help="refuse to start unless the kernel holds the MCP server to the roots (Landlock, "
+        "Linux 5.13+); without it the server's own checks alone do",
     )
     parser.add_argument(
         "--approve",
@@ -443,10 +445,13 @@ def settings_from_args(args: argparse.Namespace) -> Settings:
         base_url=api_base_url(args.base_url),
         model=args.model,
         roots=tuple(Path(root).expanduser() for root in (args.root or [Path.cwd()])),
+        roots_given=bool(args.root),
+        other_root=args.other_root,
         db=normalise(args.db),
         thread=args.thread or "default",
         verbose=args.verbose,
         read_only=args.read_only,
+        require_kernel_sandbox=args.require_kernel_sandbox,
         strict=args.strict,
         transcript=args.transcript,
         record=args.record,
@@ -545,7 +550,7 @@ async def chat(settings: Settings) -> int:
     from terminal.console import screen_kind
 
     screen = screen_kind(plain=settings.plain)
-    async with launch(settings) as launched:
+    async with launch(settings) as first:
         # The agent's heavy imports, while the server process imports the MCP SDK.
         import display  # noqa: F401
         from core.opening import open_thread
@@ -560,26 +565,27 @@ async def chat(settings: Settings) -> int:
                     # Before waiting for LM Studio and the tools: a thread that cannot go on
                     # is the news.
                     await check_resumable(store, thread)
-                import_while_waiting(screen)
-                async with open_agent(settings, launched, store) as agent:
-                    # A conversation may go on in other folders; what it left waiting is
-                    # bound to its previews by the server's precondition all the same.
-                    session = await open_thread(
-                        agent.parts,
-                        thread,
-                        roots=launched.roots,
-                        started_with=started_with(settings, launched),
-                        other_roots=True,
-                    )
-                    return await talk(settings, session, agent, launched, screen)
+                # A thread works in its own roots: the server started on the given ones is
+                # started again on those when they differ.
+                roots = await thread_roots(store, thread, settings, way_back=LEAVE_ROOT_OUT)
+                async with launched_in(roots.settings, first) as launched:
+                    import_while_waiting(screen)
+                    async with open_agent(roots.settings, launched, store, in_banner=True) as agent:
+                        session = await open_thread(
+                            agent.parts,
+                            thread,
+                            roots=launched.roots,
+                            started_with=started_with(roots.settings, launched),
+                            other_roots=True,  # decided above, with the person if need be
+                        )
+                        return await talk(roots, session, agent, launched, screen)
 
 
-async def talk(
-    settings: Settings, session: Any, agent: Agent, launched: Launched, screen: str
-) -> int:
+async def talk(roots: InRoots, session: Any, agent: Agent, launched: Launched, screen: str) -> int:
     """The session at the person's terminal, on a thread opened for it."""
     import display
 
+    settings = roots.settings
     with open_transcript(settings.transcript) as transcript:
         term = open_terminal(screen, transcript, root_redactions(settings.roots))
         return await display.run_session(
@@ -590,9 +596,25 @@ async def talk(
             policy=agent.policy,
             strict=settings.strict,
             model_line=display.model_line(agent.choice, agent.context, verbose=settings.verbose),
+            sandbox_line=kernel_sandbox_line(agent.server.kernel_sandbox, settings.verbose),
             show_reasoning=not settings.hide_reasoning,
             roots=launched.roots,
+            roots_note=roots.note,
         )
+
+
+@asynccontextmanager
+async def launched_in(settings: Settings, first: Launched) -> AsyncIterator[Launched]:
+    """`first`, when it was started on these settings' roots and rules; else a launch on
+    them (the first server has run nothing: it is stopped at once)."""
+    same_roots = [Path(os.path.realpath(root)) for root in settings.roots] == first.roots  # noqa: ASYNC240
+    if same_roots and settings.policy == first.settings.policy:
+        yield first
+        return
+    with suppress(ProcessLookupError):
+        first.process.kill()
+    async with launch(settings) as again:
+        yield again
 
 
 @asynccontextmanager
@@ -637,6 +659,7 @@ class Launched:
     policy: Policy
     process: asyncio.subprocess.Process
     model_ready: asyncio.Future[LoadedModel]
+    settings: Settings  # what it was launched on
 
 
 @asynccontextmanager
@@ -647,12 +670,17 @@ async def launch(settings: Settings) -> AsyncIterator[Launched]:
     roots = check_roots(settings.roots)
     # Rules are read once, before anything starts: a bad file stops fsagent here.
     policy = load_policy(settings.policy, roots)
-    process = await start_server(roots, read_only=settings.read_only, verbose=settings.verbose)
+    process = await start_server(
+        roots,
+        read_only=settings.read_only,
+        verbose=settings.verbose,
+        protect=protected_files(settings, roots),
+    )
     # Ask LM Studio for its models while our server starts: both are waits, neither needs
     # the other.
     model_ready = asyncio.ensure_future(load_model(settings))
     try:
-        yield Launched(roots, policy, process, model_ready)
+        yield Launched(roots, policy, process, model_ready, settings)
     except (StartupError, StoreError):
         # A start that failed (LM Studio down, a thread file that cannot be used): the server
         # has run nothing, so it is not waited for while it is still importing.
@@ -689,9 +717,12 @@ class Agent:
 
 
 @asynccontextmanager
-async def open_agent(settings: Settings, launched: Launched, store: Store) -> AsyncIterator[Agent]:
+async def open_agent(
+    settings: Settings, launched: Launched, store: Store, *, in_banner: bool = False
+) -> AsyncIterator[Agent]:
     """Everything a run needs: the model, our MCP server's tools, and the graph on the store,
-    whose write calls go through its ledger."""
+    whose write calls go through its ledger. Whether the kernel holds the server is said
+    once, on stderr (or in the chat's banner: `in_banner`)."""
     from core.approval.questions import with_ask_person
     from core.context.context import ContextKeeper
     from core.opening import ThreadParts
@@ -702,7 +733,10 @@ async def open_agent(settings: Settings, launched: Launched, store: Store) -> As
     # LM Studio's answer before the server's handshake: a refusal takes a fraction of a
     # second, the server's start-up seconds.
     loaded = await launched.model_ready
-    async with open_tool_server(launched.process) as server:
+    require = settings.require_kernel_sandbox
+    async with open_tool_server(launched.process, require_kernel_sandbox=require) as server:
+        if not in_banner:
+            say_kernel_sandbox(server.kernel_sandbox, settings.verbose)
         # The model may always ask the person, but not in the read-only agent.
         tools = server.tools if settings.read_only else with_ask_person(server.tools)
         # The same tools in every request of the thread (core.context.context says why).
@@ -729,6 +763,18 @@ async def open_agent(settings: Settings, launched: Launched, store: Store) -> As
         yield Agent(app, tools, launched.policy, server, loaded.choice, context, parts)
 
 
+def kernel_sandbox_line(sandbox: KernelSandbox, verbose: bool) -> str | None:
+    """What a session says of the kernel sandbox at start: that there is none, always; that
+    it holds, with --verbose."""
+    return sandbox.line if verbose or not sandbox.holds else None
+
+
+def say_kernel_sandbox(sandbox: KernelSandbox, verbose: bool) -> None:
+    line = kernel_sandbox_line(sandbox, verbose)
+    if line is not None:
+        complain(line)
+
+
 def root_path(text: str) -> Path:
     """--root's value: an empty one would be the current folder by accident (Path("") is
     "."), so it is refused; say `--root .` for that."""
@@ -737,6 +783,28 @@ def root_path(text: str) -> Path:
             "an empty path; pass the folder the agent may use (--root . for this one)"
         )
     return Path(text)
+
+
+def protected_files(settings: Settings, roots: list[Path]) -> list[Path]:
+    """What the server must never let a write, move or delete change, whatever was
+    approved: the rules file in force and the one the first root would have (an agent that
+    could write either could loosen its own rules), and a SQLite thread store with the
+    files SQLite keeps beside it (an agent that could write those could rewrite its own
+    approvals). The server judges which of them lie in a root."""
+    from core.approval.policy import POLICY_FILE
+    from store.location import is_postgres
+
+    files = [roots[0] / POLICY_FILE]
+    if settings.policy is not None:
+        files.append(Path(os.path.abspath(settings.policy)))
+    if not is_postgres(settings.db):
+        stores = {Path(os.path.abspath(settings.db)), Path(os.path.realpath(settings.db))}
+        files += [store.with_name(store.name + end) for store in sorted(stores) for end in DB_ENDS]
+    return files
+
+
+# A SQLite file's own name and the ones SQLite keeps beside it (WAL, shared memory, journal).
+DB_ENDS = ("", "-wal", "-shm", "-journal")
 
 
 def check_roots(roots: tuple[Path, ...]) -> list[Path]:
@@ -1015,7 +1083,7 @@ async def decide(args: argparse.Namespace, settings: Settings, *, approve: bool)
 
     settings = dataclasses.replace(settings, thread=args.name)
     async with held_reader(settings, args.name) as (store, reader, args.name):
-        settings = await in_thread_roots(store, args, settings)
+        settings = (await thread_roots(store, args.name, settings)).settings
         view = await commands.waiting_view(reader, args.name)
         calls = view.waiting
         reason = getattr(args, "reason", "")
@@ -1033,9 +1101,8 @@ async def decide(args: argparse.Namespace, settings: Settings, *, approve: bool)
         else:
             decisions = approvals = commands.batch_decisions(calls, args.calls, approve, reason)
         async with launch(settings) as launched, open_agent(settings, launched, store) as agent:
-            session = await open_thread(
-                agent.parts, args.name, roots=launched.roots, other_roots=args.other_root
-            )
+            roots = launched.roots
+            session = await open_thread(agent.parts, args.name, roots=roots, other_roots=True)
             # Approving writes: the person sees their previews first.
             if (
                 approve
@@ -1059,11 +1126,11 @@ async def undo(args: argparse.Namespace, settings: Settings) -> int:
 
     async with held_reader(settings, args.name) as (store, reader, name):
         args.name = name
-        settings = await in_thread_roots(store, args, settings)
+        settings = (await thread_roots(store, name, settings)).settings
         await commands.undoable_view(reader, name)
         async with open_server_tools(settings) as (roots, tools):
             parts = ThreadParts(reader, store, settings.base_url, tools, None, settings.verbose)
-            session = await open_thread(parts, name, roots=roots, other_roots=args.other_root)
+            session = await open_thread(parts, name, roots=roots, other_roots=True)
             return await commands.undo(session, args.call, args.turn, args.force)
 
 
@@ -1076,23 +1143,54 @@ def started_with(settings: Settings, launched: Launched) -> dict[str, Any]:
     }
 
 
-async def in_thread_roots(store: Store, args: argparse.Namespace, settings: Settings) -> Settings:
-    """approve, deny and undo act in the roots the thread was started with: without --root
-    they take those; with other roots they refuse, unless --other-root says so. A thread
-    from before fsagent kept its roots acts where it is told, as it always did."""
-    recorded = await store.thread_settings(args.name)
-    if not recorded or not recorded.get("roots"):
-        return settings
-    started = tuple(Path(root) for root in recorded["roots"])
-    policy = settings.policy or (Path(recorded["policy"]) if recorded.get("policy") else None)
-    if not args.root:
-        return dataclasses.replace(settings, roots=started, policy=policy)
-    given = tuple(Path(os.path.realpath(root)) for root in settings.roots)  # noqa: ASYNC240
-    from core.opening import check_roots as check_thread_roots
+LEAVE_ROOT_OUT = "leave --root out to act in its roots"
 
-    back = "leave --root out to act in its roots"
-    await check_thread_roots(store, args.name, given, other_roots=args.other_root, way_back=back)
-    return settings
+
+@dataclass(frozen=True)
+class InRoots:
+    """The settings a thread acts on, and what the banner says of their roots."""
+
+    settings: Settings
+    note: str = ""  # "this thread's": the roots it was started with, taken without --root
+
+
+async def thread_roots(
+    store: Store, name: str, settings: Settings, *, way_back: str = LEAVE_ROOT_OUT
+) -> InRoots:
+    """A thread acts in the roots it was started with (store migration 6), for the chat,
+    approve, deny and undo alike: without --root it takes those (and its rules file, unless
+    --policy names one). Given other roots, it is refused with one line naming both, unless
+    --other-root says to act in these, or the person says so at a terminal. A new thread, or
+    one from before fsagent kept its roots, acts where it is told."""
+    from core.opening import OtherRoots, check_roots
+
+    recorded = await store.thread_settings(name)
+    if not recorded or not recorded.get("roots"):
+        return InRoots(settings)
+    started = tuple(Path(root) for root in recorded["roots"])
+    if not settings.roots_given:
+        policy = settings.policy or (Path(recorded["policy"]) if recorded.get("policy") else None)
+        return InRoots(dataclasses.replace(settings, roots=started, policy=policy), "this thread's")
+    given = tuple(Path(os.path.realpath(root)) for root in settings.roots)  # noqa: ASYNC240
+    try:
+        await check_roots(store, name, given, other_roots=settings.other_root, way_back=way_back)
+    except OtherRoots as refused:
+        if not sys.stdin.isatty() or not other_roots_confirmed(str(refused)):
+            raise
+    return InRoots(settings)
+
+
+def other_roots_confirmed(refusal: str) -> bool:
+    """At a terminal, the person decides whether a thread acts in roots it was not started
+    with: `refusal` says which, and an empty answer (or end of input) is no."""
+    from terminal.commands import confirm
+
+    told = refusal.split(";", 1)[0]
+    print(f"fsagent: {told}.", file=sys.stderr)
+    return confirm("Act in the roots given for this session? [y/N] ").strip().lower() in (
+        "y",
+        "yes",
+    )
 
 
 @asynccontextmanager
@@ -1101,13 +1199,16 @@ async def open_server_tools(
 ) -> AsyncIterator[tuple[list[Path], list[BaseTool]]]:
     """Our MCP server's tools alone, without a model, and the roots it serves."""
     from core.tools.server_process import start_server, stop_server
-    from core.tools.tools import open_tools
+    from core.tools.tools import open_tool_server
 
     roots = check_roots(settings.roots)
-    process = await start_server(roots, verbose=settings.verbose)
+    protect = protected_files(settings, roots)
+    process = await start_server(roots, verbose=settings.verbose, protect=protect)
+    require = settings.require_kernel_sandbox
     try:
-        async with open_tools(process) as tools:
-            yield roots, tools
+        async with open_tool_server(process, require_kernel_sandbox=require) as server:
+            say_kernel_sandbox(server.kernel_sandbox, settings.verbose)
+            yield roots, server.tools
     finally:
         await stop_server(process)
 
@@ -1234,11 +1335,13 @@ async def open_service(settings: Settings, access: Access) -> AsyncIterator[Fast
             async with open_agent(settings, launched, store) as agent:
 
                 async def session(name: str) -> ThreadSession:
+                    # A thread started on other roots is refused (409), unless --other-root.
                     return await open_thread(
                         agent.parts,
                         name,
                         roots=launched.roots,
                         started_with=started_with(settings, launched),
+                        other_roots=settings.other_root,
                     )
 
                 async def health() -> dict[str, str | None]:

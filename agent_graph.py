@@ -59,8 +59,9 @@ class AgentState(TypedDict, total=False):
     # call id -> approval record, for the batch under review; `judge` writes what rules, mode
     # and grants decide, `approve` what the person does.
     approvals: dict[str, ApprovalRecord]
-    # call id -> the server's plan of a write call (core.changes.plans): the paths it acts on,
-    # as the server reads them, and their state. Written by `judge`, so a resume judges the same.
+    # call id -> the server's plan of a write call, or why there is none, as kept
+    # (core.changes.plans.CallPlan.kept): the paths it acts on, as the server reads them, and
+    # their state. Written by `judge`, so a resume judges the same.
     plans: dict[str, Any]
     # The person's "a" answers: a tool and a folder each. Written by `approve` when granted,
     # and by `person_update` when revoked; they end with the thread.
@@ -208,12 +209,29 @@ def build_graph(
 
 
 def decide_now(
-    call: ToolCall, plan: Any, grants: list[Any], *, policy: Policy, mode: str
+    call: ToolCall,
+    plan: plans.CallPlan,
+    grants: list[Any],
+    *,
+    policy: Policy,
+    mode: str,
+    asked: bool = False,
 ) -> ApprovalRecord | None:
     """What the rules, the mode and the grants decide for a call, on the paths of its plan
-    (the server's reading of them); None when a person must decide."""
-    places = plans.places_of(plan)
-    return approval.decide_without_person(call, policy, mode, grants, places, plans.disguised(plan))
+    (the server's reading of them, raw), and only on those: a call without a plan is never
+    judged on its text. None when a person must decide. `asked`: the person has decided
+    the call already (see approval.decide_without_person)."""
+    read = plans.judged(call, plan, policy.roots)
+    return approval.decide_without_person(
+        call,
+        policy,
+        mode,
+        grants,
+        read.places,
+        refused=read.refused,
+        unplanned=read.unplanned,
+        asked=asked,
+    )
 
 
 async def judge(
@@ -234,8 +252,9 @@ async def judge(
     approvals = dict(state.get("approvals") or {})  # the answers to questions, if any
     planned: dict[str, Any] = {}
     for call in calls:
-        planned[call["id"]] = await plans.plan_of(call, tools)
-        record = decide_now(call, planned[call["id"]], grants, policy=policy, mode=mode)
+        plan = await plans.plan_call(call, tools)
+        planned[call["id"]] = plan.kept()
+        record = decide_now(call, plan, grants, policy=policy, mode=mode)
         if record is not None:
             approvals[call["id"]] = record
     # Nothing for the person (every call decided by rules, mode or grants): straight to
@@ -268,9 +287,10 @@ def approve(
     approvals = dict(state.get("approvals") or {})
     for_person = [call for call in calls if call["id"] not in approvals]
     route = state.get("route", "general")
+    unplanned = {call["id"]: plans.read_kept(planned.get(call["id"])).error for call in calls}
     if for_person:
         said = {call["id"]: approval.policy_said(None) for call in for_person}
-        payload = approval.approval_payload(route, for_person, said)
+        payload = approval.approval_payload(route, for_person, said, unplanned)
         decided = approval.record_decisions(ask(payload), for_person, schemas)
         approvals |= decided
         grants += new_grants(policy, for_person, decided, grants, planned)
@@ -278,17 +298,25 @@ def approve(
     # approval they gave that they would no longer give is asked of the person again.
     again = []
     for call in calls:
-        checked = {**call, "args": approvals[call["id"]].get("args", call["args"])}
-        plan = planned.get(call["id"]) if checked["args"] == call["args"] else None
-        now = decide_now(checked, plan, grants, policy=policy, mode=mode)
-        kept = approval.recheck(approvals[call["id"]], now)
+        record = approvals[call["id"]]
+        checked = {**call, "args": record.get("args", call["args"])}
+        # An edit is judged on its own plan (made when the person decided), never on the
+        # original call's, and never on its text: one that could not be planned is refused.
+        edited = checked["args"] != call["args"]
+        plan = plans.read_kept(record.get("plan") if edited else planned.get(call["id"]))
+        if edited and plan.paths is None and approval.is_approved(record):
+            approvals[call["id"]] = approval.edit_unplanned(call, plan.error)
+            continue
+        asked = record.get("by") not in approval.AUTOMATIC
+        now = decide_now(checked, plan, grants, policy=policy, mode=mode, asked=asked)
+        kept = approval.recheck(record, now)
         if kept is None:
             again.append(call)
         else:
             approvals[call["id"]] = kept
     if again:
         said = {c["id"]: approval.policy_said(approvals[c["id"]]) for c in again}
-        payload = approval.approval_payload(route, again, said)
+        payload = approval.approval_payload(route, again, said, unplanned)
         approvals |= approval.record_decisions(ask(payload), again, schemas)
     # Always through `tools`: it records every decision in the audit log, answers each
     # call (rejections included) and runs the reads beside them.
@@ -306,7 +334,8 @@ def new_grants(
     for call in calls:
         if decided[call["id"]].get("decision") != "grant":
             continue
-        grant = policy.grant_for(call, plans.places_of(planned.get(call["id"])))
+        read = plans.judged(call, plans.read_kept(planned.get(call["id"])), policy.roots)
+        grant = policy.grant_for(call, read.places) if read.places is not None else None
         if grant is not None and grant not in grants + added:
             added.append(grant)
     return added
@@ -339,7 +368,7 @@ async def run_tools(
         refusal = approval.answer_without_running(call, approvals, schemas, route)
         if refusal is None and call["name"] == ASK_PERSON:
             refusal = questions.answer_message(call, approvals.get(str(call["id"])))
-        fresh = planned.get(str(call["id"]))
+        fresh = plans.read_kept(planned.get(str(call["id"]))).paths
         ran = refusal or await run_call(
             call, approvals, str(message.id), thread, turn, tools, store, root, fresh
         )

@@ -55,10 +55,12 @@ def banner(snapshot: StateSnapshot | None, tool_count: int, thread: str) -> str:
     return head + "new conversation."
 
 
-def status_line(roots: Sequence[Path | str], approve_mode: str) -> str:
-    """Where the agent may read and write, and who decides writes."""
+def status_line(roots: Sequence[Path | str], approve_mode: str, note: str = "") -> str:
+    """Where the agent may read and write (with `note`: "this thread's" when they are the
+    roots the thread was started with, taken without --root), and who decides writes."""
     label = "Root" if len(roots) == 1 else "Roots"
-    parts = [f"{label}: {', '.join(str(root) for root in roots)}"] if roots else []
+    where = ", ".join(visible(str(root), keep="") for root in roots)
+    parts = [f"{label}: {where}" + (f" ({note})" if note else "")] if roots else []
     parts.append(f"Approval: {approve_mode}")
     return " · ".join(parts)
 
@@ -195,12 +197,16 @@ async def run_session(
     strict: bool,
     model_line: str | None = None,
     roots: Sequence[Path | str] = (),
+    roots_note: str = "",
     show_reasoning: bool = True,
+    sandbox_line: str | None = None,
 ) -> int:
     """The read-eval loop. Returns the exit code (see agent.EXIT_CODES)."""
-    # The session at a glance: the model and its context, where the agent may read and write,
-    # and who decides writes.
-    lines = [line for line in (model_line, status_line(roots, approve_mode)) if line]
+    # The session at a glance: the model and its context, where the agent may read and write
+    # (and, when there is none or with --verbose, whether the kernel holds it there), and who
+    # decides writes.
+    status = (model_line, status_line(roots, approve_mode, roots_note), sandbox_line)
+    lines = [line for line in status if line]
     session.hold_until_known = not term.watched
     with term.ctrl_c.installed():
         try:

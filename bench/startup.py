@@ -1,5 +1,8 @@
 """Start-up: from launch to the `you> ` prompt on a terminal, and `echo quit | fsagent` to exit,
-against a Python that only imports what any LangGraph + OpenAI agent must import.
+against a Python that only imports what any LangGraph + OpenAI agent must import. And the
+filesystem server's cost of the kernel sandbox (Landlock): its start to `initialize`
+answered and one call, restricted and with the test switch that says there is no Landlock
+(FSAGENT_LANDLOCK_ABI=0), side by side.
 
 The prompt is awaited on a pseudo-terminal, the way a person sees it; LM Studio is the
 scripted stand-in (only `/v1/models` is asked). One unmeasured launch first, so every
@@ -18,7 +21,15 @@ import time
 from collections.abc import Callable
 from pathlib import Path
 
-from bench.common import Row, agent_command, agent_env, fake_llm_module, median, row
+from bench.common import (
+    Row,
+    agent_command,
+    agent_env,
+    fake_llm_module,
+    median,
+    row,
+    tests_module,
+)
 
 RUNS = 5
 # prompt_toolkit draws the prompt's trailing space apart from its text.
@@ -82,6 +93,47 @@ def interleaved(cases: dict[str, Callable[[], float]]) -> dict[str, float]:
     return {name: median(values) for name, values in timings.items()}
 
 
+CALLS = 200  # read_file calls a round, one after the other
+NO_LANDLOCK = {"FSAGENT_LANDLOCK_ABI": "0"}
+
+
+def server_round(root: Path, env: dict[str, str]) -> tuple[float, float]:
+    """(seconds from launch to `initialize` answered, seconds a read_file call) of one server."""
+    raw_server = tests_module("mcp_session").RawServer
+    started = time.perf_counter()
+    server = raw_server([root], env=env)  # launched, initialize asked and answered
+    launched = time.perf_counter() - started
+    try:
+        report = server.initialized["capabilities"]["experimental"]["fsagent/kernel-sandbox"]
+        if report["holds"] != (env != NO_LANDLOCK):
+            raise RuntimeError(f"the kernel sandbox is not as measured: {report}")
+        started = time.perf_counter()
+        for _ in range(CALLS):
+            server.ask("tools/call", {"name": "read_file", "arguments": {"path": "a.txt"}})
+        per_call = (time.perf_counter() - started) / CALLS
+    finally:
+        server.close()
+    return launched, per_call
+
+
+def kernel_sandbox_rows(root: Path) -> list[Row]:
+    (root / "a.txt").write_text("a line to read\n" * 20)
+    cases = {"landlock": dict(os.environ), "off": {**os.environ, **NO_LANDLOCK}}
+    server_round(root, cases["landlock"])  # warm-up
+    times: dict[str, list[tuple[float, float]]] = {name: [] for name in cases}
+    for _ in range(RUNS):
+        for name, env in cases.items():
+            times[name].append(server_round(root, env))
+    start = {name: median([t[0] for t in found]) for name, found in times.items()}
+    call = {name: median([t[1] for t in found]) * 1000 for name, found in times.items()}
+    return [
+        row("filesystem server, launch to initialize: Landlock vs none", start["landlock"],
+            start["off"], "s", "figure (restricting is a few syscalls)"),
+        row("filesystem server, one read_file call: Landlock vs none", call["landlock"],
+            call["off"], "ms", "~1.0x (the kernel checks at open)"),
+    ]  # fmt: skip
+
+
 def measure() -> list[Row]:
     fake_llm = fake_llm_module()
     with (
@@ -105,10 +157,12 @@ def measure() -> list[Row]:
         prompt, piped, helped, bare = (
             timings[name] for name in ("prompt", "piped", "help", "bare")
         )
+        sandbox = kernel_sandbox_rows(root)
     return [
         row("start-up to `you> ` prompt (pty)", prompt, bare, "s", "<= 1.3x bare import"),
         row("echo quit | fsagent, launch to exit", piped, bare, "s", "figure"),
         row("fsagent --help, launch to exit", helped, bare, "s", "figure (lazy imports)"),
+        *sandbox,
     ]
 
 

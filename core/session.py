@@ -23,7 +23,7 @@ from core.approval.policy import Grant
 from core.approval.questions import Pause
 from core.changes.binding import Bound, Preview, bound_expect, shown
 from core.changes.intraline import shown_lines
-from core.changes.plans import expect_of, plan_of
+from core.changes.plans import CallPlan, expect_of, plan_call, plan_of
 from core.changes.preview import preview, undo_note, whole_preview
 from core.context.context import COMPACTED, ContextKeeper
 from core.context.replies import CUT_KEY, REASONING_KEY, cut_note
@@ -136,19 +136,30 @@ class ThreadSession:
         for call_id, decision in given.items():
             decision = dict(decision) if isinstance(decision, dict) else decision
             call = calls.get(call_id)
-            if isinstance(decision, dict) and call is not None:
-                if decision.get("type") == "approve":
-                    expect = await bound_expect(self.thread, call, decision, self.tools)
-                    decision.pop("expect", None)
-                    if expect is not None:
-                        decision["expect"] = expect
-                elif decision.get("type") == "edit" and "expect" not in decision:
-                    edited = {"name": call["name"], "args": decision.get("args")}
-                    plan = await plan_of(edited, self.tools)
-                    if plan is not None:
-                        decision["expect"] = expect_of(plan)
+            if isinstance(decision, dict) and decision.get("type") == "edit":
+                await self.bind_edit(decision, call["name"] if call is not None else None)
+            elif (
+                isinstance(decision, dict)
+                and call is not None
+                and decision.get("type") == "approve"
+            ):
+                expect = await bound_expect(self.thread, call, decision, self.tools)
+                decision.pop("expect", None)
+                if expect is not None:
+                    decision["expect"] = expect
             bound[call_id] = decision
         return Bound({**decisions, "decisions": bound})
+
+    async def bind_edit(self, decision: dict[str, Any], tool: str | None) -> None:
+        """An edit gets the server's plan of its own arguments (`plan`), which the graph
+        judges it on (agent_graph.approve), never the original call's plan nor its text:
+        always made here, never taken from the decision. Unless the decision carries the
+        state its preview showed, it is bound to the state its paths have now."""
+        edited = {"name": tool, "args": decision.get("args")}
+        made = await plan_call(edited, self.tools) if tool else CallPlan(error="no such call")
+        decision["plan"] = made.kept()
+        if "expect" not in decision and made.paths is not None:
+            decision["expect"] = expect_of(made.paths)
 
     # -- runs ------------------------------------------------------------------------------------
 

@@ -48,16 +48,44 @@ def changed(shown_path: str, name: str) -> ChangedError:
     )
 
 
-def walk_down(start: int, names: tuple[str, ...], path: str, create: bool = False) -> int:
+class Made:
+    """The folders one call made on its way to where it acts, to remove again (those still
+    empty, innermost first) when the act does not happen."""
+
+    def __init__(self) -> None:
+        self.folders: list[tuple[int, str]] = []  # (descriptor of the parent, name)
+
+    def add(self, parent: int, name: str) -> None:
+        self.folders.append((os.dup(parent), name))
+
+    def undo(self) -> None:
+        for parent, name in reversed(self.folders):
+            with suppress(OSError):
+                os.rmdir(name, dir_fd=parent)
+
+    def close(self) -> None:
+        for parent, _ in self.folders:
+            os.close(parent)
+        self.folders.clear()
+
+
+def walk_down(
+    start: int,
+    names: tuple[str, ...],
+    path: str,
+    create: bool = False,
+    made: Made | None = None,
+) -> int:
     """An O_PATH descriptor of the folder `names` below `start`, opened one name at a time
-    without following any link; with `create`, missing folders are made on the way.
+    without following any link; with `create`, missing folders are made on the way (and
+    noted in `made`).
 
     `path` (raw) names the folder in errors. The caller closes the descriptor.
     """
     current = os.dup(start)
     try:
         for name in names:
-            following = open_step(current, name, path, create)
+            following = open_step(current, name, path, create, made)
             os.close(current)
             current = following
     except BaseException:
@@ -66,7 +94,7 @@ def walk_down(start: int, names: tuple[str, ...], path: str, create: bool = Fals
     return current
 
 
-def open_step(folder: int, name: str, path: str, create: bool) -> int:
+def open_step(folder: int, name: str, path: str, create: bool, made: Made | None = None) -> int:
     try:
         return os.open(name, PATH_FLAGS, dir_fd=folder)
     except FileNotFoundError:
@@ -76,8 +104,12 @@ def open_step(folder: int, name: str, path: str, create: bool) -> int:
         if error.errno in (errno.ELOOP, errno.ENOTDIR):
             raise changed(path, name) from None
         raise OSError(error.errno, error.strerror, path) from None
-    with suppress(FileExistsError):  # made meanwhile by someone else: fine if a folder
+    try:
         os.mkdir(name, 0o777, dir_fd=folder)
+        if made is not None:
+            made.add(folder, name)
+    except FileExistsError:  # made meanwhile by someone else: fine if a folder
+        pass
     return open_step(folder, name, path, create=False)
 
 
@@ -232,6 +264,42 @@ class Places:
             yield fd, names[-1]
         finally:
             os.close(fd)
+
+    @contextmanager
+    def parent_if_there(self, real: Path) -> Iterator[tuple[int | None, str]]:
+        """`parent`, with None for the descriptor when a folder on the way does not exist."""
+        root, names = self.names_below_root(real)
+        if not names:
+            raise SandboxError(f"{quoted(str(real))} is an allowed root, not an entry in one")
+        try:
+            fd = walk_down(self.root_fds[root], names[:-1], self.shown(real.parent))
+        except FileNotFoundError:
+            fd = None
+        try:
+            yield fd, names[-1]
+        finally:
+            if fd is not None:
+                os.close(fd)
+
+    @contextmanager
+    def parent_made(self, real: Path) -> Iterator[tuple[int, str]]:
+        """`parent` with the missing folders made, and removed again (if still empty) when
+        the block fails: a refused act leaves no folder behind."""
+        root, names = self.names_below_root(real)
+        if not names:
+            raise SandboxError(f"{quoted(str(real))} is an allowed root, not an entry in one")
+        made = Made()
+        try:
+            fd = walk_down(self.root_fds[root], names[:-1], self.shown(real.parent), True, made)
+            try:
+                yield fd, names[-1]
+            finally:
+                os.close(fd)
+        except BaseException:
+            made.undo()
+            raise
+        finally:
+            made.close()
 
     def shown(self, real: Path) -> str:
         """`real` as errors name it: relative to the first root, raw (errors escape it)."""

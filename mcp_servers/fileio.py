@@ -151,16 +151,17 @@ def decode_text(data: bytes) -> str | None:
         return None
 
 
-def copy_sparse(source: int, destination: int) -> tuple[int, str | None]:
+def copy_sparse(source: int, destination: int, hashed: bool = False) -> tuple[int, str | None]:
     """Copy a regular file's bytes, keeping its holes; return (size, sha256).
 
     Only the data segments are read and written (SEEK_DATA / SEEK_HOLE); holes are left as
     holes by a final truncate to the size, so a sparse multi-GiB file copies in moments and
-    takes no more disk than it did. The sha256 is worked out on the way for files up to
-    HASH_ON_THE_WAY_UP_TO (None above: hashing the holes would take longer than the copy).
+    takes no more disk than it did. The sha256 of the bytes copied is worked out on the way
+    for files up to HASH_ON_THE_WAY_UP_TO, or any size when `hashed` (None otherwise: hashing
+    the holes would take longer than the copy).
     """
     size = os.fstat(source).st_size
-    digest = hashlib.sha256() if size <= HASH_ON_THE_WAY_UP_TO else None
+    digest = hashlib.sha256() if hashed or size <= HASH_ON_THE_WAY_UP_TO else None
     buffer = memoryview(bytearray(BLOCK))
     offset = 0
     while offset < size:

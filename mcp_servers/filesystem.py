@@ -1,6 +1,8 @@
 """A sandboxed MCP filesystem server over stdio.
 
-    python -m mcp_servers.filesystem [--read-only] [--verbose] [--call-timeout S] ROOT [ROOT ...]
+    python -m mcp_servers.filesystem [--read-only] [--verbose] [--call-timeout S]
+                                     [--require-kernel-sandbox] [--protect PATH ...]
+                                     ROOT [ROOT ...]
 
 Every path goes through `mcp_servers.sandbox.Sandbox` (see there for the containment rules),
 and tools then act on it through folder descriptors (`dirfd.py`), so a path swapped mid-call
@@ -10,7 +12,11 @@ one line; a refused path starts `security_error:`.
 
 Each tool runs in a worker thread within a time budget (`tool_runner.py`), so the server
 keeps answering pings and other calls, and honours cancellation; a line on stdin it cannot
-decode gets a JSON-RPC error (`stdio_transport.py`).
+decode gets a JSON-RPC error (`stdio_transport.py`), and a client's cancels never stop the
+server (`cancels.py`).
+
+Under all of it the kernel holds the roots too (`kernel_sandbox.py`, Landlock on Linux): `main`
+makes every start-up step, then restricts the process, then starts its threads and serves.
 
 Symlinks: reads and writes follow a link only when its target is inside the roots. `delete` and
 `move` act on a link itself, never on its target, and refuse a link that points outside.
@@ -38,8 +44,12 @@ from mcp.server.fastmcp.exceptions import ToolError
 from mcp.types import ToolAnnotations
 from pydantic import ValidationError
 
+from mcp_servers import kernel_sandbox, preload, race_hook
+from mcp_servers.broken_containment import break_containment_if_asked
+from mcp_servers.cancels import Cancels
 from mcp_servers.dirfd import sweep_leftovers
 from mcp_servers.errors import one_line
+from mcp_servers.protected import Protected
 from mcp_servers.reading import ReadTools
 from mcp_servers.sandbox import RootError, Sandbox, SandboxError, resolve_roots
 from mcp_servers.searching import SearchTools
@@ -84,10 +94,15 @@ class SandboxedServer(FastMCP):
     lines; a refusal must start with 'security_error:' so clients can recognise it.
     """
 
-    def __init__(self, name: str, **settings: Any) -> None:
+    def __init__(self, name: str, cancels: Cancels, **settings: Any) -> None:
         super().__init__(name, **settings)
         for request in NOT_OFFERED:
             self._mcp_server.request_handlers.pop(request, None)
+        self.cancels = cancels
+        # What `initialize` answers, worked out now: the SDK reads its version from the
+        # package's metadata, a file the kernel sandbox closes once the server is restricted.
+        self._mcp_server.version = self._mcp_server.create_initialization_options().server_version
+        self.kernel_sandbox = kernel_sandbox.Hold(holds=False, reason="not restricted yet")
 
     async def call_tool(self, name: str, arguments: dict[str, Any]) -> Any:
         try:
@@ -102,10 +117,10 @@ class SandboxedServer(FastMCP):
 
     async def run_stdio_async(self) -> None:
         """FastMCP's stdio run, on a transport that answers undecodable lines."""
-        async with stdio_streams() as (read_stream, write_stream):
-            await self._mcp_server.run(
-                read_stream, write_stream, self._mcp_server.create_initialization_options()
-            )
+        said = {kernel_sandbox.CAPABILITY: self.kernel_sandbox.report()}
+        options = self._mcp_server.create_initialization_options(experimental_capabilities=said)
+        async with stdio_streams(cancels=self.cancels) as (read_stream, write_stream):
+            await self._mcp_server.run(read_stream, write_stream, options)
 
 
 # -- registration and start ---------------------------------------------------------------------
@@ -140,13 +155,17 @@ def build_server(
     *,
     read_only: bool = False,
     call_timeout: float = DEFAULT_CALL_TIMEOUT,
-) -> FastMCP:
-    """The server with its tools registered; with read_only no write tool exists at all."""
-    server = SandboxedServer("fsagent-filesystem", log_level="WARNING")
-    tools = FileTools(Sandbox(roots))
-    runner = ToolRunner(call_timeout)
-    if not read_only:
-        start_sweep(roots)
+    protect: tuple[str, ...] = (),
+) -> SandboxedServer:
+    """The server with its tools registered; with read_only no write tool exists at all. No
+    write tool changes a path in `protect` (protected.py). It starts no thread (`main`
+    restricts the process first)."""
+    cancels = Cancels()
+    server = SandboxedServer("fsagent-filesystem", cancels, log_level="WARNING")
+    sandbox = Sandbox(roots)
+    tools = FileTools(sandbox, Protected(sandbox, protect))
+    break_containment_if_asked(tools.places)
+    runner = ToolRunner(call_timeout, cancels=cancels)
     writes = [] if read_only else sorted(WRITE_TOOL_NAMES | {PLAN_TOOL_NAME})
     names = sorted(READ_TOOL_NAMES) + writes
     for name in names:
@@ -188,6 +207,19 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
         metavar="SECONDS",
         help=f"time budget of one tool call (default {DEFAULT_CALL_TIMEOUT:g})",
     )
+    parser.add_argument(
+        "--require-kernel-sandbox",
+        action="store_true",
+        help="refuse to start unless the kernel holds the server to its roots (Landlock)",
+    )
+    parser.add_argument(
+        "--protect",
+        action="append",
+        default=[],
+        metavar="PATH",
+        help="a file no write tool may change, move or delete (repeatable; ignored outside "
+        "the roots): fsagent's rules file and its thread database",
+    )
     parser.add_argument("roots", nargs="+", metavar="ROOT", help="folders the tools may touch")
     return parser.parse_args(argv)
 
@@ -209,20 +241,56 @@ def configure_logging(verbose: bool) -> None:
 
 
 def main(argv: list[str] | None = None) -> int:
+    race_hook.open_from_environment()  # a test's pause, opened before anything is served
     args = parse_args(argv)
     configure_logging(args.verbose)
     try:
         roots = resolve_roots(args.roots)
     except RootError as error:
-        print(f"mcp_servers.filesystem: {error}", file=sys.stderr)
-        return 2
+        return refuse(str(error))
     logger.info("serving %s%s", ", ".join(map(str, roots)), " (read-only)" * args.read_only)
+    server = build_server(
+        roots,
+        read_only=args.read_only,
+        call_timeout=args.call_timeout,
+        protect=tuple(args.protect),
+    )
+    # Every start-up step is done (imports, roots, tools, test hooks): now the kernel sandbox,
+    # before the first thread (the sweep, anyio's workers, the stdin reader) starts.
+    preload.import_what_serving_needs()
     try:
-        server = build_server(roots, read_only=args.read_only, call_timeout=args.call_timeout)
+        hold = kernel_sandbox.restrict(roots, read_only=args.read_only)
+    except kernel_sandbox.KernelSandboxError as error:
+        return refuse(f"not started: {error}")
+    if not hold.holds and args.require_kernel_sandbox:
+        return refuse(f"--require-kernel-sandbox: {hold.line()}; not started")
+    logger.info("%s", hold.line())
+    server.kernel_sandbox = hold
+    if not args.read_only:
+        start_sweep(roots)
+    try:
         server.run("stdio")
     except KeyboardInterrupt:
         return 130
+    except Exception as error:  # noqa: BLE001 (the one line a server error gets)
+        return stopped_by(error, args.verbose)
     return 0
+
+
+def refuse(message: str) -> int:
+    print(f"mcp_servers.filesystem: {message}", file=sys.stderr)
+    return 2
+
+
+def stopped_by(error: BaseException, verbose: bool) -> int:
+    """An unexpected error that ended the server, as one line (with --verbose, the traceback
+    too): anyio wraps it in exception groups, which say nothing a person can act on."""
+    while isinstance(error, BaseExceptionGroup) and len(error.exceptions) == 1:
+        error = error.exceptions[0]
+    if verbose:
+        logger.error("the server stopped", exc_info=error)
+    print(f"mcp_servers.filesystem: stopped: {one_line(error)}", file=sys.stderr)
+    return 1
 
 
 if __name__ == "__main__":

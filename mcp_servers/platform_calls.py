@@ -10,16 +10,29 @@ said here:
 - **Reads at an offset** use `preadv` into a reused buffer; without it, `pread` and a copy.
 - **Holes** (`SEEK_DATA` / `SEEK_HOLE`) exist on Linux and macOS alike; a system or file system
   without them has a sparse file read as data, zeros and all (slower, same bytes).
+- **Renames that swap or refuse to replace** (capture.py acts with them on exactly the entry a
+  tool checked): Linux's `renameat2` with `RENAME_EXCHANGE` / `RENAME_NOREPLACE` (libc's
+  symbol, else the raw syscall), macOS's `renameatx_np` with `RENAME_SWAP` / `RENAME_EXCL`.
+  Where neither exists (or a file system refuses the flag), there is no swap, and a rename
+  that must not replace checks that the name is free and then renames: an entry another
+  process makes under that name in the moment between the two is replaced (a link replaced
+  is the link itself; its target is never touched).
 
-`FSAGENT_PORTABLE_CALLS=1` makes this module behave as if `O_PATH` and `preadv` did not exist,
-so the portable path is tested on Linux: `make test` runs the server's whole suite that way a
-second time. The agent is never imported here: the server stands alone.
+`FSAGENT_PORTABLE_CALLS=1` makes this module behave as if `O_PATH`, `preadv` and `renameat2`
+did not exist, so the portable path is tested on Linux: `make test` runs the server's whole
+suite that way a second time (Linux has no `renameatx_np` either, so that run is the
+fallback's). The agent is never imported here: the server stands alone.
 """
 
 from __future__ import annotations
 
+import ctypes
 import errno
 import os
+import platform
+import sys
+from collections.abc import Callable
+from typing import Any
 
 PORTABLE_ENV = "FSAGENT_PORTABLE_CALLS"
 
@@ -84,3 +97,91 @@ def next_hole(fd: int, offset: int, size: int) -> int:
         if error.errno == errno.EINVAL:
             return size
         raise
+
+
+# -- renames that swap two entries, or refuse to replace one --------------------------------------
+
+# Linux's renameat2 flags (linux/fs.h) and its syscall number where libc has no wrapper
+# (glibc < 2.28, or a libc that never had one).
+LINUX_NOREPLACE, LINUX_EXCHANGE = 1, 2
+RENAMEAT2_SYSCALL = {"x86_64": 316, "aarch64": 276}
+# macOS's renameatx_np flags (sys/stdio.h).
+MACOS_SWAP, MACOS_EXCL = 0x2, 0x4
+# A file system (or kernel) that lacks the call or the flag says one of these.
+UNSUPPORTED = frozenset({errno.EINVAL, errno.ENOSYS, errno.ENOTSUP, errno.EOPNOTSUPP})
+
+Rename = Callable[[int, bytes, int, bytes, int], int]  # (from_fd, from, to_fd, to, flags) -> 0/-1
+
+
+def rename_call() -> tuple[str, Rename, int, int] | None:
+    """(name, call, no-replace flag, swap flag) of this system's flagged rename, or None."""
+    libc = ctypes.CDLL(None, use_errno=True)
+    arguments: list[Any] = [
+        ctypes.c_int,
+        ctypes.c_char_p,
+        ctypes.c_int,
+        ctypes.c_char_p,
+        ctypes.c_uint,
+    ]
+    if sys.platform.startswith("linux") and not portable_forced():
+        symbol = getattr(libc, "renameat2", None)
+        if symbol is not None:
+            symbol.argtypes, symbol.restype = arguments, ctypes.c_int
+            return "renameat2", symbol, LINUX_NOREPLACE, LINUX_EXCHANGE
+        number = RENAMEAT2_SYSCALL.get(platform.machine())
+        if number is not None:
+            syscall = libc.syscall
+            syscall.argtypes, syscall.restype = [ctypes.c_long, *arguments], ctypes.c_long
+            return (
+                "renameat2 (syscall)",
+                lambda *args: int(syscall(number, *args)),
+                LINUX_NOREPLACE,
+                LINUX_EXCHANGE,
+            )
+    symbol = getattr(libc, "renameatx_np", None)
+    if symbol is not None:  # macOS 10.12 and later
+        symbol.argtypes, symbol.restype = arguments, ctypes.c_int
+        return "renameatx_np", symbol, MACOS_EXCL, MACOS_SWAP
+    return None
+
+
+_RENAME = rename_call()
+# Which call makes swaps and no-replace renames atomic here; None: the fallback (see above).
+RENAME_CALL_NAME = _RENAME[0] if _RENAME else None
+
+
+def flagged_rename(
+    from_folder: int, from_name: str, to_folder: int, to_name: str, which: int
+) -> bool:
+    """The flagged rename; False where this system or file system does not have it."""
+    assert _RENAME is not None
+    _, call, _, _ = _RENAME
+    done = call(from_folder, os.fsencode(from_name), to_folder, os.fsencode(to_name), which)
+    if done == 0:
+        return True
+    error = ctypes.get_errno()
+    if error in UNSUPPORTED:
+        return False
+    raise OSError(error, os.strerror(error), from_name, None, to_name)
+
+
+def exchange(folder_a: int, name_a: str, folder_b: int, name_b: str) -> bool:
+    """Swap two entries atomically; False (nothing done) where that cannot be done here."""
+    if _RENAME is None:
+        return False
+    return flagged_rename(folder_a, name_a, folder_b, name_b, _RENAME[3])
+
+
+def rename_no_replace(from_folder: int, from_name: str, to_folder: int, to_name: str) -> None:
+    """Rename an entry (a link as itself) to a name that must be free: FileExistsError when
+    it is taken. Atomic where the system has the call; else checked, then renamed."""
+    if _RENAME is not None and flagged_rename(
+        from_folder, from_name, to_folder, to_name, _RENAME[2]
+    ):
+        return
+    try:
+        os.stat(to_name, dir_fd=to_folder, follow_symlinks=False)
+    except FileNotFoundError:
+        os.rename(from_name, to_name, src_dir_fd=from_folder, dst_dir_fd=to_folder)
+        return
+    raise FileExistsError(errno.EEXIST, os.strerror(errno.EEXIST), to_name)

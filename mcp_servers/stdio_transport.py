@@ -13,6 +13,14 @@ Backpressure: the requests read and not yet answered are counted, with their siz
 many are in flight (their answers are being worked out, or cannot be written because the
 client does not read them), no more lines are read, so memory stays bounded whatever the client
 sends or leaves unread.
+
+Cancels (`notifications/cancelled`) are handled here and never reach the SDK (`cancels.py` says
+why): a request still waiting for its answer is answered "Request cancelled" at once, its call
+is told to stop, and the answer its handler makes later is dropped, so every request gets
+exactly one answer. A cancel of an answered or unknown request, a second one, or one whose
+request id cannot be read changes nothing.
+
+A client that leaves (stdin closed, stdout a broken pipe) ends the server quietly.
 """
 
 from __future__ import annotations
@@ -22,17 +30,21 @@ import json
 import logging
 import re
 import sys
-from collections.abc import AsyncIterator
-from contextlib import asynccontextmanager
+import threading
+from collections.abc import AsyncIterator, Awaitable, Callable
+from contextlib import asynccontextmanager, suppress
 from typing import Any, BinaryIO
 
 import anyio
+import anyio.from_thread
+import anyio.lowlevel
 import anyio.to_thread
 from anyio.streams.memory import MemoryObjectReceiveStream, MemoryObjectSendStream
 from mcp import types
 from mcp.shared.message import SessionMessage
 from pydantic import ValidationError
 
+from mcp_servers.cancels import Cancels, RequestId
 from mcp_servers.request_limits import MAX_LINE_BYTES, too_large
 
 logger = logging.getLogger("fsagent.filesystem")
@@ -45,6 +57,9 @@ UTF8_STEP = 1024 * 1024  # a line is checked as UTF-8 this many bytes at a time
 PARSE_ERROR = -32700
 INVALID_REQUEST = -32600
 INTERNAL_ERROR = -32603
+CANCELLED = 0  # the code the MCP SDK answers a cancelled request with
+CANCEL_METHOD = "notifications/cancelled"
+ANSWERS = (types.JSONRPCResponse, types.JSONRPCError)
 # The id of a request whose JSON does not parse, read from its text (the first "id" member).
 ID_IN_TEXT = re.compile(rb'"id"\s*:\s*(-?\d{1,18}(?![\d.eE])|"(?:[^"\\\r\n]|\\.){0,200}")')
 
@@ -129,6 +144,10 @@ def encode(message: SessionMessage) -> bytes:
         return json.dumps(answer).encode("utf-8") + b"\n"
 
 
+class ClientGone(Exception):
+    """The client no longer reads our answers (stdout is a broken pipe)."""
+
+
 class LineWriter:
     """Whole lines to stdout, one writer at a time."""
 
@@ -138,25 +157,64 @@ class LineWriter:
 
     async def write(self, line: bytes) -> None:
         async with self.lock:
-            await self.stdout.write(line)
-            await self.stdout.flush()
+            try:
+                await self.stdout.write(line)
+                await self.stdout.flush()
+            except (BrokenPipeError, ConnectionResetError):
+                raise ClientGone() from None
 
 
 async def read_lines(stdin: BinaryIO) -> AsyncIterator[tuple[bytes, bool]]:
     """(line, too_long) for each line of stdin; a line over MAX_LINE_BYTES is skipped to its
     end, and only its head is given, to read an id from."""
+    async with stdin_lines(stdin) as readline:
+        while line := await readline():
+            if line.endswith(b"\n") or len(line) < MAX_LINE_BYTES:
+                yield line, False
+                continue
+            while (rest := await readline()) and not rest.endswith(b"\n"):
+                pass
+            yield line[:4096], True
+
+
+def own_stdin() -> BinaryIO:
+    """A reader of fd 0 of our own: the reading thread may be blocked in it when the
+    interpreter exits, and `sys.stdin`, which the exit flushes, must not be the one it holds."""
+    return open(sys.stdin.fileno(), "rb", closefd=False)  # noqa: SIM115 (lives with the process)
+
+
+@asynccontextmanager
+async def stdin_lines(stdin: BinaryIO) -> AsyncIterator[Callable[[], Awaitable[bytes]]]:
+    """A function that returns stdin's next line (b"" at its end), read by a thread of its own.
+
+    The thread is a daemon: a read that blocks on a client that keeps stdin open but left
+    otherwise (it closed our stdout) never keeps the server from exiting, as a worker thread
+    of anyio's would. It reads one line ahead at most: lines are handed over one at a time.
+    """
+    handed, lines = anyio.create_memory_object_stream[bytes | OSError](0)
+    token = anyio.lowlevel.current_token()
+
+    def read_all() -> None:
+        try:
+            while line := stdin.readline(MAX_LINE_BYTES):
+                anyio.from_thread.run(handed.send, line, token=token)
+            anyio.from_thread.run(handed.send, b"", token=token)
+        except OSError as error:
+            with suppress(Exception):
+                anyio.from_thread.run(handed.send, error, token=token)
+        except Exception:  # noqa: BLE001 (the loop is gone or stopped reading: nothing to tell)
+            return
+
+    threading.Thread(target=read_all, name="fsagent-stdin", daemon=True).start()
 
     async def readline() -> bytes:
-        read = stdin.readline
-        return await anyio.to_thread.run_sync(read, MAX_LINE_BYTES, abandon_on_cancel=True)
+        line = await lines.receive()
+        if isinstance(line, OSError):
+            raise line
+        return line
 
-    while line := await readline():
-        if line.endswith(b"\n") or len(line) < MAX_LINE_BYTES:
-            yield line, False
-            continue
-        while (rest := await readline()) and not rest.endswith(b"\n"):
-            pass
-        yield line[:4096], True
+    with lines, handed:
+        yield readline
 
 
 class InFlight:
@@ -164,6 +222,7 @@ class InFlight:
 
     def __init__(self) -> None:
         self.weights: dict[int | str, list[int]] = {}
+        self.cancelled: dict[int | str, int] = {}  # answered cancelled; their answers to drop
         self.count = 0
         self.weight = 0
         self.changed = anyio.Event()
@@ -181,6 +240,25 @@ class InFlight:
         self.count += 1
         self.weight += weight
 
+    def cancel(self, request_id: RequestId) -> int:
+        """How many requests with this id are now answered as cancelled (0: none waits)."""
+        waiting = len(self.weights.get(request_id, ())) - self.cancelled.get(request_id, 0)
+        if waiting > 0:
+            self.cancelled[request_id] = self.cancelled.get(request_id, 0) + waiting
+        return max(waiting, 0)
+
+    def goes_out(self, request_id: object) -> bool:
+        """An answer to `request_id` is about to go out: counted as answered, and False when
+        the request was answered as cancelled already (its room is freed only now, when its
+        handler is really done)."""
+        self.answered(request_id)
+        if not isinstance(request_id, int | str) or request_id not in self.cancelled:
+            return True
+        self.cancelled[request_id] -= 1
+        if not self.cancelled[request_id]:
+            del self.cancelled[request_id]
+        return False
+
     def answered(self, request_id: object) -> None:
         if not isinstance(request_id, int | str) or request_id not in self.weights:
             return
@@ -193,6 +271,25 @@ class InFlight:
         self.changed = anyio.Event()
 
 
+def cancelled_id(message: types.JSONRPCNotification) -> RequestId | None:
+    """The request id a cancel names, None when it names none that can be read."""
+    params = message.params or {}
+    found = params.get("requestId")
+    if isinstance(found, bool) or not isinstance(found, int | str):
+        logger.warning("a cancel without a request id (requestId: %.100r) was ignored", found)
+        return None
+    return found
+
+
+def cancelled_line(request_id: RequestId) -> bytes:
+    answer = {
+        "jsonrpc": "2.0",
+        "id": request_id,
+        "error": {"code": CANCELLED, "message": "Request cancelled"},
+    }
+    return json.dumps(answer).encode("utf-8") + b"\n"
+
+
 def weight_of(line: bytes) -> int:
     """What holding the request on `line` costs, about: its bytes and its parsed values."""
     return len(line) + VALUE_WEIGHT * (line.count(b",") + line.count(b":"))
@@ -200,7 +297,9 @@ def weight_of(line: bytes) -> int:
 
 @asynccontextmanager
 async def stdio_streams(
-    stdin: BinaryIO | None = None, stdout: BinaryIO | None = None
+    stdin: BinaryIO | None = None,
+    stdout: BinaryIO | None = None,
+    cancels: Cancels | None = None,
 ) -> AsyncIterator[
     tuple[MemoryObjectReceiveStream[SessionMessage | Exception], MemoryObjectSendStream[Any]]
 ]:
@@ -209,10 +308,19 @@ async def stdio_streams(
     incoming_writer, incoming = anyio.create_memory_object_stream[SessionMessage | Exception](0)
     outgoing, outgoing_reader = anyio.create_memory_object_stream[SessionMessage](0)
     in_flight = InFlight()
+    cancels = cancels or Cancels()
+
+    async def cancel(message: types.JSONRPCNotification) -> None:
+        request_id = cancelled_id(message)
+        if request_id is None:
+            return
+        for _ in range(in_flight.cancel(request_id)):
+            cancels.cancel(request_id)
+            await writer.write(cancelled_line(request_id))
 
     async def read_requests() -> None:
         async with incoming_writer:
-            async for line, too_long in read_lines(stdin or sys.stdin.buffer):
+            async for line, too_long in read_lines(stdin or own_stdin()):
                 if too_long:
                     reason = (
                         f"Invalid Request: a request is limited to {MAX_LINE_BYTES:,} bytes; "
@@ -230,21 +338,34 @@ async def stdio_streams(
                     logger.warning("undecodable request: %s", decoded.decode()[:300].strip())
                     await writer.write(decoded)
                     continue
-                if isinstance(decoded.root, types.JSONRPCRequest):
-                    await in_flight.admit(decoded.root.id, weight_of(line))
+                root = decoded.root
+                if isinstance(root, types.JSONRPCNotification) and root.method == CANCEL_METHOD:
+                    await cancel(root)
+                    continue
+                if isinstance(root, types.JSONRPCRequest):
+                    await in_flight.admit(root.id, weight_of(line))
                 del line
                 await incoming_writer.send(SessionMessage(decoded))
 
     async def write_answers() -> None:
         async with outgoing_reader:
             async for message in outgoing_reader:
-                await writer.write(encode(message))
                 root = message.message.root
-                if isinstance(root, types.JSONRPCResponse | types.JSONRPCError):
-                    in_flight.answered(root.id)
+                # Decided before the write, so a cancel read meanwhile finds it answered.
+                if isinstance(root, ANSWERS) and not in_flight.goes_out(root.id):
+                    cancels.forget(root.id)
+                    continue
+                await writer.write(encode(message))
+
+    async def until_the_client_leaves(work: Callable[[], Awaitable[None]]) -> None:
+        try:
+            await work()
+        except ClientGone:  # the session ends as if stdin had closed
+            logger.info("the client stopped reading answers (stdout closed); stopping")
+            tasks.cancel_scope.cancel()
 
     async with anyio.create_task_group() as tasks:
-        tasks.start_soon(read_requests)
-        tasks.start_soon(write_answers)
+        tasks.start_soon(until_the_client_leaves, read_requests)
+        tasks.start_soon(until_the_client_leaves, write_answers)
         # The session closes both streams when it ends, which ends both tasks.
         yield incoming, outgoing

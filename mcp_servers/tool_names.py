@@ -1,5 +1,5 @@
 """The server's tool names, in a module with no imports, so a client can know which tools
-write without loading the server."""
+write without loading the server; and the name under which it reports its kernel sandbox."""
 
 READ_TOOL_NAMES: frozenset[str] = frozenset(
     {
@@ -22,3 +22,7 @@ PLAN_TOOL_NAME = "plan"
 WRITE_TOOL_NAMES: frozenset[str] = frozenset(
     {"write_file", "patch_file", "make_dir", "touch", "copy", "move", "delete"}
 )
+
+# The experimental capability of `initialize` in which the server says whether the kernel
+# holds it to its roots (mcp_servers/kernel_sandbox.py, Hold.report).
+KERNEL_SANDBOX_CAPABILITY = "fsagent/kernel-sandbox"

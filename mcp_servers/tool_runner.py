@@ -14,6 +14,10 @@ returned, abandoned or not: an abandoned call that still works is still using a 
 memory. A call that finds every slot held waits for one within its own budget; when the slots
 are held by abandoned calls, or none frees in time, it is answered `busy:` at once, never left
 to time out on work that did not start.
+
+A call the client cancels (`cancels.py`: the transport answers it, never the SDK) stops the
+same way as one out of time: its thread is told through its budget and left to stop, holding
+its slot until it has.
 """
 
 from __future__ import annotations
@@ -31,6 +35,7 @@ import anyio.to_thread
 from mcp.server.fastmcp.exceptions import ToolError
 
 from mcp_servers.budget import CallBudget, CallStopped
+from mcp_servers.cancels import Cancels, current_request_id
 
 logger = logging.getLogger("fsagent.filesystem")
 
@@ -50,8 +55,14 @@ class Slot:
 class ToolRunner:
     """Runs tool functions in worker threads, each call with its own budget."""
 
-    def __init__(self, seconds: float = DEFAULT_CALL_TIMEOUT, max_running: int = MAX_RUNNING):
+    def __init__(
+        self,
+        seconds: float = DEFAULT_CALL_TIMEOUT,
+        max_running: int = MAX_RUNNING,
+        cancels: Cancels | None = None,
+    ):
         self.seconds = seconds
+        self.cancels = cancels or Cancels()
         self.max_running = max_running
         self.slots = anyio.Semaphore(max_running)
         self.abandoned = 0  # calls answered already whose thread still works
@@ -85,6 +96,14 @@ class ToolRunner:
             self.abandoned += 1
 
     async def run(self, name: str, work: Callable[..., str], arguments: dict[str, Any]) -> str:
+        with self.cancels.watch(current_request_id()):
+            return await self.run_in_a_slot(name, work, arguments)
+        # The client cancelled it (the transport has answered it already).
+        raise CallStopped(f"cancelled: {name} was cancelled by the client")
+
+    async def run_in_a_slot(
+        self, name: str, work: Callable[..., str], arguments: dict[str, Any]
+    ) -> str:
         budget = CallBudget(name, self.seconds)
         if self.slots.value == 0 and self.abandoned:
             raise self.busy(name)
@@ -107,7 +126,7 @@ class ToolRunner:
                 answer = await anyio.to_thread.run_sync(run_then_release, abandon_on_cancel=True)
                 return valid_utf8(name, answer)
         except anyio.get_cancelled_exc_class():
-            budget.cancel()  # the client cancelled: the thread stops at its next check
+            budget.cancel()  # cancelled, or the server stops: the thread stops at its next check
             self.abandon(slot)
             logger.info("tool %s cancelled", name)
             raise

@@ -138,16 +138,20 @@ class Walker:
         exclude: list[str] | None = None,
         max_depth: int | None = None,
         unreadable: Unreadable | None = None,
+        held: int | None = None,
     ) -> Iterator[tuple[Entry, int]]:
         """Entries below the folder `top` (checked), depth first, with their depth (0 for
-        top's children).
+        top's children); from `held`, a listable descriptor of it, when the caller has one.
 
         Excluded entries are neither yielded nor descended into; links are yielded but never
         descended into, and links that leave the roots are left out. Folders that cannot be
         listed or entered are counted in `unreadable` (when given).
         """
-        with self.places.folder(top) as reached:
-            first = open_listable(reached)
+        if held is not None:
+            first = open_listable(held)
+        else:
+            with self.places.folder(top) as reached:
+                first = open_listable(reached)
         stack = [(first, self.entries(first, str(top), unreadable=unreadable))]
         try:
             while stack:

@@ -38,12 +38,17 @@ def server_command(roots: Sequence[Path | str], *flags: str) -> list[str]:
 
 
 def server_parameters(
-    roots: Sequence[Path | str], *flags: str, wrapper: Sequence[str] = ()
+    roots: Sequence[Path | str],
+    *flags: str,
+    wrapper: Sequence[str] = (),
+    env: dict[str, str] | None = None,
 ) -> StdioServerParameters:
-    """`wrapper` is a command the server runs under (e.g. setpriv dropping a capability)."""
+    """`wrapper` is a command the server runs under (e.g. setpriv dropping a capability);
+    `env`, variables the server gets beyond the passed ones."""
     command = [*wrapper, *server_command(roots, *flags)]
+    environment = {**(passed_environment() or {}), **(env or {})} or None
     return StdioServerParameters(
-        command=command[0], args=command[1:], cwd=str(REPO), env=passed_environment()
+        command=command[0], args=command[1:], cwd=str(REPO), env=environment
     )
 
 
@@ -101,9 +106,13 @@ class FilesystemServer:
     """One server process with one open session, usable from synchronous code."""
 
     def __init__(
-        self, roots: Sequence[Path | str], *flags: str, wrapper: Sequence[str] = ()
+        self,
+        roots: Sequence[Path | str],
+        *flags: str,
+        wrapper: Sequence[str] = (),
+        env: dict[str, str] | None = None,
     ) -> None:
-        self.parameters = server_parameters(roots, *flags, wrapper=wrapper)
+        self.parameters = server_parameters(roots, *flags, wrapper=wrapper, env=env)
         self.command = server_command(roots, *flags)
         self.stderr = tempfile.TemporaryFile("w+")  # noqa: SIM115 (closed in close())
         self.loop = asyncio.new_event_loop()
@@ -168,21 +177,29 @@ class FilesystemServer:
 
 
 class RawServer:
-    """The server as a plain subprocess, spoken to one JSON-RPC line at a time."""
+    """The server as a plain subprocess, spoken to one JSON-RPC line at a time. `env` adds
+    variables to this process's (test switches); `stderr` is where its log goes (a file)."""
 
-    def __init__(self, roots: Sequence[Path | str], *flags: str) -> None:
+    def __init__(
+        self,
+        roots: Sequence[Path | str],
+        *flags: str,
+        env: dict[str, str] | None = None,
+        stderr: Any = subprocess.DEVNULL,
+    ) -> None:
         self.process = subprocess.Popen(
             server_command(roots, *flags),
             cwd=REPO,
             stdin=subprocess.PIPE,
             stdout=subprocess.PIPE,
-            stderr=subprocess.DEVNULL,
+            stderr=stderr,
+            env={**os.environ, **env} if env else None,
         )
         self.answers: queue.Queue[dict[str, Any]] = queue.Queue()
         self.reader = threading.Thread(target=self.read_answers, daemon=True)
         self.reader.start()
         self.next_id = 0
-        self.ask("initialize", self.hello())
+        self.initialized = self.ask("initialize", self.hello())["result"]
         self.notify("notifications/initialized")
 
     @staticmethod

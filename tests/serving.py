@@ -94,10 +94,12 @@ async def serving(
     allowed_hosts: tuple[str, ...] = (),
     base: str = BASE,
     roots: tuple[Path, ...] | None = None,
+    other_root: bool = False,
 ) -> AsyncIterator[Served]:
     settings = Settings(
         base_url=base_url,
         roots=roots or (workspace.root,),
+        other_root=other_root,
         db=workspace.db,
         approve=approve,  # type: ignore[arg-type]
     )

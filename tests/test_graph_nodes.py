@@ -5,6 +5,7 @@ store, and the person's answer given as the resume value LangGraph would hand ba
 from __future__ import annotations
 
 import asyncio
+import os
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from pathlib import Path
@@ -12,6 +13,7 @@ from typing import Any
 
 from langchain_core.messages import AIMessage, HumanMessage, ToolMessage
 from langchain_core.tools import BaseTool
+from langgraph.checkpoint.serde.jsonplus import JsonPlusSerializer
 
 from agent_graph import approve, judge, run_tools
 from core.approval.approval import tool_schema
@@ -198,5 +200,75 @@ def test_run_tools_runs_reads_and_approved_writes_once_and_audits_every_decision
             assert len(await store.audit_rows("t")) == 2
             [kept] = await store.undo_records("t")
             assert kept.call_id == "call_yes"
+
+    asyncio.run(scenario())
+
+
+def test_a_resume_value_without_a_call_s_decision_does_not_approve_it(tmp_path: Path):
+    """Through the graph as a library, nothing checks the resume value before `approve`
+    reads it (front-ends do, core.approval.decisions): a call it leaves out, or decides with
+    something that is not a decision, is rejected, and its file is never written."""
+    root = (tmp_path / "root").resolve()
+    root.mkdir()
+    calls = [
+        call("write_file", "call_yes", path="yes.txt", content="yes\n"),
+        call("write_file", "call_left_out", path="left.txt", content="left\n"),
+        call("write_file", "call_not_one", path="odd.txt", content="odd\n"),
+    ]
+    person = Person({"decisions": {"call_yes": {"type": "approve"}, "call_not_one": "yes"}})
+
+    async def scenario() -> None:
+        async with real_tools(root) as tools, open_store(tmp_path / "threads.db") as store:
+            command = await decide(state(*calls), tools, Policy(roots=(root,)), "ask", person)
+            approvals = command.update["approvals"]
+            assert approvals["call_yes"]["type"] == "approve"
+            for left in ("call_left_out", "call_not_one"):
+                assert approvals[left]["type"] == "reject", approvals[left]
+                assert approvals[left]["message"] == "no decision was given, so it was not run"
+            given = state(*calls, **command.update)
+            update = await run_tools(
+                given, "t", tools=tools, schemas=schemas_of(tools), store=store, root=str(root)
+            )
+            by_call = {m.tool_call_id: str(m.content) for m in update["messages"]}
+            assert "no decision was given" in by_call["call_left_out"]
+
+    asyncio.run(scenario())
+    assert (root / "yes.txt").read_text() == "yes\n"
+    assert not (root / "left.txt").exists() and not (root / "odd.txt").exists()
+
+
+def test_a_plan_kept_in_the_thread_comes_back_as_the_server_gave_it(tmp_path: Path):
+    """The judge's plans wait in the checkpoint while a person decides. A raw root with a
+    byte that is not UTF-8 must come back as it went in (the checkpoint's msgpack would
+    write it as `?`): else the rule's approval of the other call, re-checked on resume,
+    would find no root of ours and ask the person again."""
+    root = tmp_path / os.fsdecode(b"caf\xe9")
+    root.mkdir()
+    root = root.resolve()
+    (root / "docs").mkdir()
+    allow_docs = Rule(1, None, ("docs/**",), "allow", "fsagent.toml")
+    policy = Policy(roots=(root,), rules=(allow_docs,), source=str(root / "fsagent.toml"))
+    calls = [
+        call("write_file", "call_docs", path="docs/a.md", content="a\n"),
+        call("write_file", "call_top", path="top.md", content="t\n"),
+    ]
+    person = Person({"decisions": {"call_top": {"type": "approve"}}})
+    serializer = JsonPlusSerializer()
+
+    async def scenario() -> None:
+        async with real_tools(root) as tools:
+            schemas = schemas_of(tools)
+            given = state(*calls)
+            judged = await judge(given, schemas=schemas, policy=policy, mode="ask", tools=tools)
+            assert judged.goto == "approve"
+            kept = serializer.loads_typed(serializer.dumps_typed(judged.update))  # as stored
+            command = approve(
+                {**given, **kept}, schemas=schemas, policy=policy, mode="ask", ask=person
+            )
+            [payload] = person.shown  # asked once, about the call no rule decides
+            assert [c["id"] for c in payload["calls"]] == ["call_top"]
+            approvals = command.update["approvals"]
+            assert approvals["call_docs"]["by"] == "rule"
+            assert approvals["call_top"]["by"] == "person"
 
     asyncio.run(scenario())

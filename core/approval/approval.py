@@ -57,6 +57,9 @@ class ApprovalRecord(TypedDict, total=False):
     args: dict[str, Any]  # an edit's arguments
     edited: bool
     expect: list[Any]  # the state the preview showed, which the server checks
+    # An edit's own plan (core.changes.plans, as kept): the edited arguments are judged on
+    # it, never on the original call's plan nor on their text.
+    plan: str
     recheck: bool  # made stricter on resume by the rules in force then
 
 
@@ -156,6 +159,9 @@ class ApprovalCall(TypedDict):
     allowed_decisions: list[str]
     # What the policy said at pause time (version 2); a version-1 payload has none.
     policy: NotRequired[str]
+    # Why the server could not plan the call, when it could not: no rule, mode or grant
+    # judged it, and the person decides from the call itself.
+    unplanned: NotRequired[str]
 
 
 class ApprovalPayload(TypedDict):
@@ -194,26 +200,37 @@ def approval_json(payload: ApprovalPayload) -> dict[str, Any]:
 
 
 def approval_payload(
-    route: str, calls: list[ToolCall], said: dict[str, str] | None = None
+    route: str,
+    calls: list[ToolCall],
+    said: dict[str, str] | None = None,
+    unplanned: Mapping[str, str | None] | None = None,
 ) -> ApprovalPayload:
     """`said`: what the policy said of each call at pause time, recorded so a resume that
-    finds the rules changed can tell (see `recheck`)."""
-    said = said or {}
+    finds the rules changed can tell (see `recheck`). `unplanned`: why the server could not
+    plan a call, shown to the person with it."""
+    said, unplanned = said or {}, unplanned or {}
     return {
         "kind": APPROVAL_KIND,
         "version": APPROVAL_VERSION,
         "route": route,
-        "calls": [
-            {
-                "id": call["id"],
-                "name": call["name"],
-                "args": call["args"],
-                "allowed_decisions": allowed_decisions(call["name"]),
-                "policy": said.get(call["id"], "ask"),
-            }
-            for call in calls
-        ],
+        "calls": [payload_call(call, said, unplanned) for call in calls],
     }
+
+
+def payload_call(
+    call: ToolCall, said: Mapping[str, str], unplanned: Mapping[str, str | None]
+) -> ApprovalCall:
+    shown: ApprovalCall = {
+        "id": call["id"],
+        "name": call["name"],
+        "args": call["args"],
+        "allowed_decisions": allowed_decisions(call["name"]),
+        "policy": said.get(call["id"], "ask"),
+    }
+    why = unplanned.get(call["id"])
+    if why:
+        shown["unplanned"] = why
+    return shown
 
 
 def is_resumable_approval(value: Any) -> bool:
@@ -295,10 +312,13 @@ def record_one(decision: Any, call: ToolCall, schemas: dict[str, dict[str, Any]]
 def bound_to(record: ApprovalRecord, decision: dict[str, Any]) -> ApprovalRecord:
     """The record bound to the state the person's preview showed (`expect`, a plan's
     paths), which the server checks before the write acts; unbound when no preview was
-    shown."""
+    shown. An edit also keeps its own plan (`plan`), which it is judged on."""
     expect = decision.get("expect")
     if isinstance(expect, list):
         record["expect"] = expect
+    plan = decision.get("plan")
+    if record.get("edited") and isinstance(plan, str):
+        record["plan"] = plan
     return record
 
 
@@ -314,25 +334,41 @@ def decide_without_person(
     policy: Policy,
     mode: str,
     grants: list[Grant],
-    places: Places | None = None,
-    disguised: str | None = None,
+    places: Places | None,
+    *,
+    refused: str | None = None,
+    unplanned: str | None = None,
+    asked: bool = False,
 ) -> ApprovalRecord | None:
     """The record for a call that rules, the --approve mode or a grant decide; None if the
-    person must. Precedence: a deny rule, then --approve no, then a call on the rules file
-    (always the person's), then an allow rule, then --approve yes, then a grant; everything
-    else (an ask rule, no rule) asks the person.
-    Paths are judged as the server reads them (`places`, from its plan); a call whose path is
-    `disguised` (reads as one place, names another) is refused before anything else.
-    Pure: the same state and policy always give the same answer.
+    person must. Paths are judged only as the server's plan reads them (`places`, raw); a
+    call it refuses outright (`refused`: a path disguised by escapes, a protected file) is
+    rejected before anything else.
+
+    Without places (the server could not plan the call; `unplanned` says why) nothing can
+    judge its paths, so nothing approves it: --approve no and --approve yes refuse it, and
+    otherwise the person decides. A call the person already decided (`asked`: judged again
+    on resume) is left to their decision then, unless --approve no. With them, the
+    precedence is: a deny rule, then
+    --approve no, then a call on the rules file (always the person's), then an allow rule,
+    then --approve yes, then a grant; everything else (an ask rule, no rule) asks the
+    person. Pure: the same state and policy always give the same answer.
     """
-    if disguised:
-        return auto(call, "reject", "rule", disguised)
-    verdict = policy.judge(call["name"], call["args"], places)
+    if refused:
+        return auto(call, "reject", "rule", refused)
+    if places is None:
+        if mode == "no":
+            return auto(call, "reject", "mode", NO_WRITES)
+        if mode == "yes" and not asked:
+            why = unplanned or "the server gave no plan"
+            return auto(call, "reject", "mode", f"refused: {why}; {UNPLANNED}")
+        return None
+    verdict = policy.judge(call["name"], places)
     if verdict.decision == "deny" and verdict.rule is not None:
         return auto(call, "reject", "rule", f"denied by {verdict.rule.describe()}")
     if mode == "no":
-        return auto(call, "reject", "mode", "fsagent runs with --approve no: no write runs")
-    if policy.touches_rules(call["name"], call["args"], places):
+        return auto(call, "reject", "mode", NO_WRITES)
+    if policy.touches_rules(call["name"], places):
         return None  # the rules file: only the person may change what decides for them
     if verdict.decision == "allow" and verdict.rule is not None:
         return auto(call, "approve", "rule", f"allowed by {verdict.rule.describe()}")
@@ -342,6 +378,24 @@ def decide_without_person(
     if grant is not None:
         return auto(call, "approve", "grant", f"granted: {describe_grant(grant)}")
     return None
+
+
+NO_WRITES = "fsagent runs with --approve no: no write runs"
+# Why a call the server could not plan never runs unasked.
+UNPLANNED = (
+    "without the server's plan no rule, grant or guard can judge where it lands, so "
+    "--approve yes does not run it (ask for it at the terminal)"
+)
+
+
+def edit_unplanned(call: ToolCall, why: str) -> ApprovalRecord:
+    """A person's edit whose own arguments the server could not plan: never run, since no
+    rule can judge where they land."""
+    reason = (
+        f"refused: the edited arguments could not be planned ({why}), so no rule can judge "
+        "where they land; edit them again"
+    )
+    return auto(call, "reject", "rule", reason) | {"recheck": True}
 
 
 def auto(

@@ -5,10 +5,13 @@
     path = "docs/**"           # glob on the path relative to its root
     decision = "allow"         # allow | ask | deny
 
-Rules are judged on resolved paths, never on the text the model wrote: `docs/../secret.md`
-is `secret.md`, a symlink counts as where it points (where the write would land), and a path
-outside every root matches no rule. deny beats ask beats allow; no matching rule means ask.
-A call with two paths (copy, move) is allowed only if both are, and denied if either is.
+Rules are judged on the paths the server's plan says it will act on (core.changes.plans),
+never on the text the model wrote: `docs/../secret.md` is `secret.md`, and a symlink counts
+as where the tool would land. Paths are compared raw, as the kernel names them (a name's
+non-UTF-8 byte as Python's surrogateescape character), never in a form escaped for a
+screen. A call without a plan is judged by nothing here. deny beats ask beats allow; no
+matching rule means ask. A call with two paths (copy, move) is allowed only if both are, and
+denied if either is.
 
 A grant is the person's "approve this kind of call for the rest of the thread": a tool and a
 folder. It lives in the thread's state and is judged here the same way as rules.
@@ -33,9 +36,8 @@ STRENGTH = {"allow": 0, "ask": 1, "deny": 2}
 RULE_KEYS = frozenset({"tool", "path", "decision"})
 
 Grant = dict[str, str]
-# argument -> (root, path relative to it), as the server's plan reads them
-# (core.changes.plans); None for an argument outside every root. Without it, paths are
-# located here (`locate`).
+# argument -> (root, path relative to it), raw, as the server's plan reads them
+# (core.changes.plans); None for an argument outside every root.
 Places = dict[str, tuple[Path, str] | None]
 
 
@@ -44,22 +46,7 @@ def path_arguments(tool: str) -> tuple[str, ...]:
     return ("source", "destination") if tool in ("copy", "move") else ("path",)
 
 
-# --- paths -----------------------------------------------------------------------------------
-
-
-def locate(given: object, roots: tuple[Path, ...]) -> tuple[Path, str] | None:
-    """(root, path relative to it) of where a path argument lands; None if outside every root.
-
-    Resolved like the server resolves it (relative to the first root, `~` expanded), with the
-    symlinks of every existing part followed, so `..` and links cannot dress a path up.
-    """
-    if not isinstance(given, str) or not given.strip() or "\x00" in given:
-        return None
-    real = Path(os.path.realpath(os.path.join(roots[0], os.path.expanduser(given))))
-    for root in sorted(roots, key=lambda root: len(root.parts), reverse=True):
-        if real.parts[: len(root.parts)] == root.parts:
-            return root, real.relative_to(root).as_posix()
-    return None
+# --- paths ---------------------------------------------------------------------------------------
 
 
 def glob_regex(pattern: str) -> re.Pattern[str]:
@@ -118,21 +105,13 @@ class Policy:
     rules: tuple[Rule, ...] = ()
     source: str | None = None
 
-    def located(
-        self, name: str, args: Mapping[str, Any], places: Places | None
-    ) -> tuple[Path, str] | None:
-        """Where argument `name` lands: the server's reading when given, else our own."""
-        if places is not None and name in places:
-            return places[name]
-        return locate(args.get(name), self.roots)
-
-    def touches_rules(self, tool: str, args: dict[str, Any], places: Places | None = None) -> bool:
+    def touches_rules(self, tool: str, places: Places) -> bool:
         """Whether a call could write, replace, move or delete the rules file itself (or a
         folder holding it). Such a call always goes to the person: an agent approved by a
         mode, a grant or an allow rule must never be able to loosen its own rules."""
         rules_file = Path(os.path.realpath(self.source or self.roots[0] / POLICY_FILE))
         for name in path_arguments(tool):
-            located = self.located(name, args, places)
+            located = places.get(name)
             if located is None:
                 continue
             root, relative = located
@@ -141,10 +120,8 @@ class Policy:
                 return True
         return False
 
-    def judge(self, tool: str, args: dict[str, Any], places: Places | None = None) -> Verdict:
-        verdicts = [
-            self.judge_path(tool, self.located(name, args, places)) for name in path_arguments(tool)
-        ]
+    def judge(self, tool: str, places: Places) -> Verdict:
+        verdicts = [self.judge_path(tool, places.get(name)) for name in path_arguments(tool)]
         return max(verdicts, key=lambda verdict: STRENGTH[verdict.decision])
 
     def judge_path(self, tool: str, located: tuple[Path, str] | None) -> Verdict:
@@ -159,19 +136,23 @@ class Policy:
 
     # --- grants --------------------------------------------------------------------------
 
-    def grant_for(self, call: Mapping[str, Any], places: Places | None = None) -> Grant | None:
+    def grant_for(self, call: Mapping[str, Any], places: Places) -> Grant | None:
         """The grant `a` gives for this call: its tool in the folder of its (first) path."""
-        located = self.located(path_arguments(call["name"])[0], call["args"], places)
+        located = places.get(path_arguments(call["name"])[0])
         if located is None:
             return None
         root, relative = located
         # The root itself (or a file right in it) grants the root, never a folder above it.
         folder = root if relative == "." else (root / relative).parent
+        if not keepable(str(folder)):
+            # A grant lives in the thread's checkpoint, which keeps text as UTF-8: a folder
+            # with a non-UTF-8 byte would come back as another name. No grant, then.
+            return None
         shown = folder.relative_to(root).as_posix()
         return {"tool": call["name"], "folder": str(folder), "shown": shown + "/"}
 
     def covering_grant(
-        self, call: Mapping[str, Any], grants: list[Grant], places: Places | None = None
+        self, call: Mapping[str, Any], grants: list[Grant], places: Places
     ) -> Grant | None:
         """The grant that covers this call: same tool, every path inside its folder."""
         for grant in grants:
@@ -181,15 +162,24 @@ class Policy:
                 return grant
         return None
 
-    def inside(self, call: Mapping[str, Any], folder: Path, places: Places | None = None) -> bool:
+    def inside(self, call: Mapping[str, Any], folder: Path, places: Places) -> bool:
         for name in path_arguments(call["name"]):
-            located = self.located(name, call["args"], places)
+            located = places.get(name)
             if located is None:
                 return False
             root, relative = located
             if (root / relative).parts[: len(folder.parts)] != folder.parts:
                 return False
         return True
+
+
+def keepable(text: str) -> bool:
+    """Whether text survives being stored as UTF-8 (a raw name's non-UTF-8 byte does not)."""
+    try:
+        text.encode("utf-8")
+    except UnicodeEncodeError:
+        return False
+    return True
 
 
 # --- loading ---------------------------------------------------------------------------------

@@ -53,7 +53,16 @@ async def whole_preview(
         lines = [f"(no preview: {error})"]
     except (ValueError, KeyError, TypeError) as error:  # an answer of a shape we did not expect
         lines = [f"(no preview: unexpected answer from the server: {error})"]
-    return lines
+    return unplanned_lines(call) + lines
+
+
+def unplanned_lines(call: Mapping[str, Any]) -> list[str]:
+    """Said first for a call the server could not plan (the payload's `unplanned`): no
+    rule, mode or grant judged where it lands, so the person judges it by what it says."""
+    why = call.get("unplanned")
+    if not isinstance(why, str) or not why:
+        return []
+    return [f"⚠ not planned by the server ({why}): no rule judged where this lands"]
 
 
 async def undo_note(call: Mapping[str, Any], tools: Tools, thread_used: int) -> list[str]:

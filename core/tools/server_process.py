@@ -12,6 +12,7 @@ import asyncio
 import contextlib
 import os
 import sys
+from collections.abc import Sequence
 from pathlib import Path
 from typing import IO, Any
 
@@ -22,10 +23,16 @@ EXIT_GRACE_SECONDS = 2.0
 PROJECT_DIR = Path(__file__).resolve().parent.parent
 
 
-def server_command(roots: list[Path], read_only: bool) -> tuple[str, list[str], dict[str, str]]:
+def server_command(
+    roots: list[Path], read_only: bool, protect: Sequence[Path] = ()
+) -> tuple[str, list[str], dict[str, str]]:
+    """The server's command line. `protect`: files no write, move or delete may change
+    (nor a folder holding one), whatever was approved: the server refuses those itself."""
     args = ["-m", "mcp_servers.filesystem"]
     if read_only:
         args.append("--read-only")
+    for path in protect:
+        args += ["--protect", str(path)]
     args += [str(root) for root in roots]
     env = dict(os.environ)
     env["PYTHONPATH"] = os.pathsep.join(filter(None, [str(PROJECT_DIR), env.get("PYTHONPATH")]))
@@ -33,11 +40,15 @@ def server_command(roots: list[Path], read_only: bool) -> tuple[str, list[str], 
 
 
 async def start_server(
-    roots: list[Path], *, read_only: bool = False, verbose: bool = False
+    roots: list[Path],
+    *,
+    read_only: bool = False,
+    verbose: bool = False,
+    protect: Sequence[Path] = (),
 ) -> asyncio.subprocess.Process:
-    """Start `python -m mcp_servers.filesystem` on `roots`. It logs to stderr, which the
-    person sees only with --verbose."""
-    command, args, env = server_command(roots, read_only)
+    """Start `python -m mcp_servers.filesystem` on `roots`, with `protect` (see
+    server_command). It logs to stderr, which the person sees only with --verbose."""
+    command, args, env = server_command(roots, read_only, protect)
     errlog: IO[Any] | int | None = None if verbose else asyncio.subprocess.DEVNULL
     return await asyncio.create_subprocess_exec(
         command,

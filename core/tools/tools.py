@@ -15,8 +15,11 @@ from typing import Any
 from langchain_core.tools import BaseTool, ToolException
 from langchain_mcp_adapters.tools import load_mcp_tools
 from mcp import ClientSession
+from mcp.types import InitializeResult
 
+from core.errors import StartupError
 from core.tools.mcp_stdio import session_streams
+from mcp_servers.tool_names import KERNEL_SANDBOX_CAPABILITY
 
 PING_SECONDS = 5.0
 
@@ -45,13 +48,51 @@ async def call_tool(tool: BaseTool, args: dict[str, Any], call_id: str) -> tuple
     return content, False
 
 
+@dataclass(frozen=True)
+class KernelSandbox:
+    """Whether the kernel holds our MCP server to the roots (Landlock), as the server said at
+    `initialize`, and the one line fsagent says of it."""
+
+    holds: bool
+    line: str
+    reason: str = ""  # why it does not hold
+
+    def refusal(self) -> str:
+        """What --require-kernel-sandbox says when it does not hold."""
+        return (
+            f"--require-kernel-sandbox: the kernel does not hold the MCP server to the roots "
+            f"({self.reason}); not started"
+        )
+
+
+def kernel_sandbox_of(initialized: InitializeResult) -> KernelSandbox:
+    experimental = initialized.capabilities.experimental or {}
+    report = experimental.get(KERNEL_SANDBOX_CAPABILITY)
+    if not isinstance(report, dict):
+        report = {"holds": False, "reason": "the MCP server does not say whether one holds"}
+    if report.get("holds") is True:
+        gaps = report.get("gaps") or []
+        short = f" (short of the newest: {'; '.join(map(str, gaps))})" if gaps else ""
+        abi = report.get("abi")
+        line = f"kernel sandbox: Landlock ABI {abi} holds the MCP server to the roots{short}"
+        return KernelSandbox(True, line)
+    reason = str(report.get("reason") or "no reason given")
+    line = (
+        f"no kernel sandbox ({reason}): only the MCP server's own checks keep the tools in "
+        "the roots; --require-kernel-sandbox refuses to start so"
+    )
+    return KernelSandbox(False, line, reason)
+
+
 @dataclass
 class ToolServer:
-    """Our MCP server as the agent holds it: its process, its session and its tools."""
+    """Our MCP server as the agent holds it: its process, its session, its tools, and whether
+    the kernel holds it to the roots."""
 
     process: asyncio.subprocess.Process
     session: ClientSession
     tools: list[BaseTool]
+    kernel_sandbox: KernelSandbox
 
     async def problem(self) -> str | None:
         """Why the server cannot answer now (it exited, or does not answer a ping); None when
@@ -68,17 +109,24 @@ class ToolServer:
 
 
 @asynccontextmanager
-async def open_tool_server(process: asyncio.subprocess.Process) -> AsyncIterator[ToolServer]:
+async def open_tool_server(
+    process: asyncio.subprocess.Process, *, require_kernel_sandbox: bool = False
+) -> AsyncIterator[ToolServer]:
     """Our MCP server, already started as `process` (see core.tools.server_process), with one
-    session kept open while the agent runs."""
+    session kept open while the agent runs. With `require_kernel_sandbox`, a server the
+    kernel does not hold is refused (StartupError) before any tool is called."""
     async with session_streams(process) as (read, write):
         async with ClientSession(read, write) as session:
-            await session.initialize()
-            yield ToolServer(process, session, await load_mcp_tools(session))
+            sandbox = kernel_sandbox_of(await session.initialize())
+            if require_kernel_sandbox and not sandbox.holds:
+                raise StartupError(sandbox.refusal())
+            yield ToolServer(process, session, await load_mcp_tools(session), sandbox)
 
 
 @asynccontextmanager
-async def open_tools(process: asyncio.subprocess.Process) -> AsyncIterator[list[BaseTool]]:
+async def open_tools(
+    process: asyncio.subprocess.Process, *, require_kernel_sandbox: bool = False
+) -> AsyncIterator[list[BaseTool]]:
     """Only the tools of `open_tool_server`."""
-    async with open_tool_server(process) as server:
+    async with open_tool_server(process, require_kernel_sandbox=require_kernel_sandbox) as server:
         yield server.tools

@@ -9,6 +9,7 @@ that counts is the server's own: these tests write the escapes as a model would.
 
 from __future__ import annotations
 
+import json
 import subprocess
 
 from conftest import Workspace, agent_env, tool_messages
@@ -60,6 +61,7 @@ def test_a_rule_glob_judges_the_path_the_server_resolves(workspace: Workspace):
     # Without escapes the plan and our old resolution agree; a deny still holds by plan.
     (workspace.root / "fsagent.toml").write_text(DENY_SECRETS)
     (workspace.root / "secrets").mkdir()
+    (workspace.root / "docs").mkdir()  # a plan resolves `..` through folders that exist
     script = [reply(tool_calls=[write("docs/../secrets/key.txt")]), text("Refused.")]
     with FakeLLM(script, auto_route="filesystem") as llm:
         result = workspace.run(llm.base_url, "save\n", "--approve", "yes")
@@ -191,6 +193,7 @@ def test_approve_from_another_folder_acts_in_the_roots_the_thread_was_started_wi
         ]
         refused = subprocess.run(
             [*command[:4], "--root", str(other), *command[6:]],
+            stdin=subprocess.DEVNULL,  # not a terminal: refused, not asked
             capture_output=True,
             text=True,
             timeout=120,
@@ -266,3 +269,23 @@ def test_a_deny_on_a_folder_holds_for_a_link_in_it_that_points_out(workspace: Wo
 
     assert "denied by rule 1" in result.stdout
     assert (workspace.root / "docs" / "link.md").is_symlink()
+
+
+def test_each_call_written_as_text_is_decided_by_its_own_answer(workspace: Workspace):
+    # A small model writes its calls in its text; each read call gets an id of its own, so
+    # the person's second answer decides the second call only.
+    written = "\n".join(
+        "<tool_call>"
+        + json.dumps({"name": "write_file", "arguments": {"path": name, "content": "x\n"}})
+        + "</tool_call>"
+        for name in ("a.md", "b.md")
+    )
+    with FakeLLM([text(written), text("One of two.")], auto_route="filesystem") as llm:
+        result = workspace.run(llm.base_url, "write both\ny\nn\n")
+        answers = tool_messages(llm.requests_with_tools()[1])
+
+    assert result.returncode == 0, result.stderr
+    assert (workspace.root / "a.md").read_text() == "x\n"
+    assert not (workspace.root / "b.md").exists()
+    assert len({answer["tool_call_id"] for answer in answers}) == 2
+    assert "the person rejected write_file" in answers[1]["content"]

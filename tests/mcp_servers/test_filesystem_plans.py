@@ -8,10 +8,13 @@ target is no longer what the plan (the person's preview) showed, changing nothin
 from __future__ import annotations
 
 import json
+import os
 from pathlib import Path
 
 import pytest
 from mcp_session import FilesystemServer
+
+from mcp_servers.names import show
 
 
 @pytest.fixture
@@ -130,3 +133,108 @@ def test_plan_of_a_new_path_names_the_folders_a_write_would_create(root: Path) -
         source, destination = planned(server, "copy", source="docs/a.md", destination="x/y.md")
         assert "creates" not in source and destination["creates"] == ["x"]
     assert sorted(path.name for path in root.iterdir()) == ["docs", "fsagent.toml"]
+
+
+# -- issue 28: raw paths, a link judged through, the tree compared ------------------------------
+
+ODD_NAMES = [
+    "👩\u200d💻 work",  # a ZWJ inside an emoji
+    "bidi\u202eevil",  # a right-to-left override
+    "back\\slash",
+    "new\nline",
+    os.fsdecode(b"caf\xe9"),  # Latin-1: not UTF-8
+]
+
+
+@pytest.mark.parametrize("odd", ODD_NAMES, ids=["zwj", "bidi", "backslash", "newline", "latin1"])
+def test_the_plan_gives_root_and_relative_raw_through_the_real_transport(
+    tmp_path: Path, odd: str
+) -> None:
+    root = tmp_path / odd
+    (root / odd).mkdir(parents=True)
+    (root / odd / odd).write_text("version 1\n")
+    shown = f"{show(odd)}/{show(odd)}"
+    with FilesystemServer([root]) as server:
+        text = server.ok("plan", tool="write_file", args={"path": shown, "content": "x"})
+        assert text.isprintable() or "\n" in text  # no raw control or surrogate on the wire
+        (entry,) = json.loads(text)["paths"]
+        assert entry["root"] == str(root) == os.fsdecode(os.fsencode(root))
+        assert entry["relative"] == f"{odd}/{odd}" and entry["path"] == shown
+        (top,) = planned(server, "touch", path=".")
+        assert top["relative"] == "." and top["root"] == str(root)
+        expect = [{key: entry[key] for key in ("argument", "path", "state")}]
+        server.ok("write_file", path=shown, content="version 2\n", expect=expect)
+        elsewhere = [{**expect[0], "path": show(odd)}]  # the folder, not the file in it
+        result = server.call("write_file", path=shown, content="version 3\n", expect=elsewhere)
+        assert result.is_error and "precondition failed: path is now" in result.text
+        server.stderr.seek(0)
+        assert "not UTF-8" not in server.stderr.read()  # escaped by the plan itself
+    assert (root / odd / odd).read_text() == "version 2\n"
+
+
+def test_expect_in_raw_form_is_compared_raw(root: Path) -> None:
+    with FilesystemServer([root]) as server:
+        (entry,) = planned(server, "write_file", path="docs/a.md", content="x")
+        raw = [{k: entry[k] for k in ("argument", "root", "relative", "state")}]
+        server.ok("write_file", path="docs/a.md", content="version 2\n", expect=raw)
+        (now,) = planned(server, "write_file", path="docs/a.md", content="x")
+        other = [{**{k: now[k] for k in ("argument", "root", "state")}, "relative": "docs/b.md"}]
+        result = server.call("write_file", path="docs/a.md", content="version 3\n", expect=other)
+        assert result.is_error and "the preview showed 'docs/b.md'" in result.text
+    assert (root / "docs" / "a.md").read_text() == "version 2\n"
+
+
+def test_the_plan_of_a_write_through_a_link_names_and_protects_what_it_writes(
+    root: Path,
+) -> None:
+    """The plan judges a link the way the write goes: through it. An allow rule on docs/**
+    must not let write_file(docs/link) rewrite the rules through docs/link -> ../fsagent.toml."""
+    (root / "docs" / "link").symlink_to("../fsagent.toml")
+    with FilesystemServer([root], "--protect", str(root / "fsagent.toml")) as server:
+        (entry,) = planned(server, "write_file", path="docs/link", content="x")
+        assert entry["path"] == "fsagent.toml" and entry["relative"] == "fsagent.toml"
+        assert entry["protected"] is True and entry["state"]["type"] == "file"
+        (as_link,) = planned(server, "delete", path="docs/link")  # delete takes the link
+        assert as_link["path"] == "docs/link" and as_link["protected"] is False
+    assert (root / "fsagent.toml").read_text() == "# rules\n"
+
+
+def test_a_folder_delete_is_refused_after_a_same_size_rewrite_inside(root: Path) -> None:
+    """Only the fingerprint ("tree") tells: the count, the sizes and the bytes are the same."""
+    (root / "docs" / "b.md").write_text("draft b\n")
+    with FilesystemServer([root]) as server:
+        expect = planned(server, "delete", path="docs", recursive=True)
+        inside = root / "docs" / "a.md"
+        before = inside.stat()
+        inside.write_text("VERSION 1\n")  # same size
+        os.utime(inside, ns=(before.st_atime_ns, before.st_mtime_ns + 1_000_000_000))
+        result = server.call("delete", path="docs", recursive=True, expect=expect)
+        assert result.is_error and "precondition failed: 'docs' changed since" in result.text
+    assert inside.read_text() == "VERSION 1\n" and (root / "docs" / "b.md").exists()
+
+
+def test_a_folder_on_the_way_that_became_a_link_is_refused(root: Path) -> None:
+    (root / "elsewhere").mkdir()
+    with FilesystemServer([root]) as server:
+        expect = planned(server, "write_file", path="docs/a.md", content="x")
+        (root / "docs").rename(root / "docs.was")
+        (root / "docs").symlink_to("elsewhere")
+        result = server.call("write_file", path="docs/a.md", content="x", expect=expect)
+        assert result.is_error
+        assert "precondition failed: path is now 'elsewhere/a.md'" in result.text
+    assert list((root / "elsewhere").iterdir()) == []
+    assert (root / "docs.was" / "a.md").read_text() == "version 1\n"
+
+
+def test_a_copy_whose_source_was_rewritten_in_place_copies_nothing(root: Path) -> None:
+    """The bytes copied are hashed as they are copied, from the descriptor checked, and
+    compared with the preview: a rewrite of the same file (same inode, same size) is caught,
+    and the folders the copy would have made are gone again."""
+    args = {"source": "docs/a.md", "destination": "new/deeper/a.md"}
+    with FilesystemServer([root]) as server:
+        expect = planned(server, "copy", **args)
+        with (root / "docs" / "a.md").open("r+") as same_file:
+            same_file.write("VERSION 1\n")
+        result = server.call("copy", **args, expect=expect)
+        assert result.is_error and "precondition failed: 'docs/a.md' changed" in result.text
+    assert not (root / "new").exists()

@@ -138,3 +138,23 @@ def test_a_thread_name_is_written_out_in_the_banner_threads_and_approvals(worksp
         assert shown_name in result.stdout, result.stdout + result.stderr
     assert f"Thread '{shown_name}': paused: waiting for your approval" in banner.stdout
     assert not (workspace.root / "old.txt").exists()
+
+
+def test_a_carriage_return_never_reaches_the_screen(workspace: Workspace):
+    """A carriage return moves the cursor back to the start of its line, so what follows
+    prints over what was there: `Delete all? no\rDelete all? yes` reads as the second. From
+    the model's question or its answer (the server already ends a file's lines at one), it
+    is written out as `\x0d`."""
+    question = "Overwrite notes.md? It is safe\rOverwrite notes.md? It holds your keys"
+    script = [
+        reply(tool_calls=[tool_call("ask_person", {"question": question}, id="call_q")]),
+        text("Kept\rAll written."),
+    ]
+    with FakeLLM(script, auto_route="filesystem") as llm:
+        result = workspace.run(llm.base_url, "tidy\nno\n")
+
+    assert result.returncode == 0, result.stderr
+    shown = result.stdout + result.stderr
+    assert "\r" not in shown
+    assert "It is safe\\x0dOverwrite notes.md? It holds your keys" in shown
+    assert "agent> Kept\\x0dAll written." in shown

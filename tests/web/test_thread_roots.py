@@ -46,3 +46,23 @@ def test_a_thread_started_over_http_records_its_roots(workspace: Workspace):
                 assert recorded["roots"] == [str(workspace.root.resolve())]
 
         asyncio.run(scenario())
+
+
+def test_serve_with_other_root_decides_a_thread_started_elsewhere_in_its_own_roots(
+    workspace: Workspace,
+):
+    other = (workspace.outside / "elsewhere").resolve()
+    other.mkdir()
+    call = tool_call("write_file", {"path": "hello.txt", "content": "hello\n"}, id="call_1")
+    with FakeLLM([reply(tool_calls=[call]), text("Done.")], auto_route="filesystem") as llm:
+        paused = workspace.run(llm.base_url, "create hello.txt\n")
+        assert paused.returncode == 3, paused.stderr
+
+        async def scenario() -> None:
+            async with serving(workspace, llm.base_url, roots=(other,), other_root=True) as served:
+                decided = await served.decide("t", {"approved": True})
+                assert decided.status_code == 200, decided.text
+
+        asyncio.run(scenario())
+    assert (other / "hello.txt").read_text() == "hello\n"
+    assert not (workspace.root / "hello.txt").exists()

@@ -1,0 +1,231 @@
+"""Acting on exactly the entry a write tool checked.
+
+A tool checks an entry (what it is, its content against the preview's `expect`, its
+permissions) and then changes it; in between, another process may put something else under
+the name: a symlink to the rules file, another file renamed over it, another folder. So the
+check keeps what it saw (`Held`: the folder descriptor, the name, and the entry's device,
+inode and type), and the act first captures what is under the name at that moment, in one
+rename: the new content is swapped in (`exchange`), or the entry is moved to a private name
+in the same folder (`rename_no_replace`). The change stands only when what was captured is
+what was checked. Otherwise the captured entry goes back under its name, untouched (a rename
+changes nothing in what it moves), and the call is refused in one line. Nothing is lost: an
+entry that cannot go back, because its name was taken meanwhile, is kept under a name of its
+own (`.fsagent-kept-<16 hex>`, which no sweep removes), and the refusal says where.
+
+An inode number can be used again once its file is gone, but only by an entry made after
+that: one that matches the check by number (and type) is then a new entry someone else made,
+never one of the person's files brought in.
+
+Renames never follow a link (a link is moved as itself), and every name here is looked up in
+a folder descriptor reached without following any link (dirfd.py). platform_calls says which
+calls make the capture atomic, and what remains without them.
+"""
+
+from __future__ import annotations
+
+import os
+import posixpath
+import secrets
+import stat
+from dataclasses import dataclass
+
+from mcp.server.fastmcp.exceptions import ToolError
+
+from mcp_servers.budget import check_budget, unbounded
+from mcp_servers.dirfd import entry_stat, temp_name
+from mcp_servers.fileio import kind_of
+from mcp_servers.names import quoted
+from mcp_servers.platform_calls import exchange, rename_no_replace
+from mcp_servers.race_hook import pause
+
+KEPT_PREFIX = ".fsagent-kept-"
+Identity = tuple[int, int, int]
+
+
+def identity_of(found: os.stat_result) -> Identity:
+    """Which entry this is: device, inode and type."""
+    return found.st_dev, found.st_ino, stat.S_IFMT(found.st_mode)
+
+
+def now_at(folder: int, name: str) -> os.stat_result | None:
+    """The entry under `name` now (a link as itself), or None."""
+    try:
+        return entry_stat(folder, name)
+    except FileNotFoundError:
+        return None
+
+
+def same(first: os.stat_result | None, second: os.stat_result | None) -> bool:
+    if first is None or second is None:
+        return first is second
+    return identity_of(first) == identity_of(second)
+
+
+@dataclass(frozen=True)
+class Held:
+    """An entry as a write tool checked it, to act on: `name` in the folder descriptor
+    `folder` (the caller keeps it open), `found` what was there (None: nothing)."""
+
+    tool: str
+    argument: str
+    folder: int
+    name: str
+    where: str  # the folder, raw, as errors name it ("." for the first root)
+    found: os.stat_result | None
+    previewed: bool  # the call carried a preview's `expect`
+
+    @property
+    def shown(self) -> str:
+        return beside(self.where, self.name)
+
+    def refused(self, now: os.stat_result | None, note: str = "") -> ToolError:
+        """The one line of a call refused because `now` is under the name instead."""
+        return changed_error(self.shown, self.previewed, change(self.found, now), note)
+
+
+def changed_error(shown: str, previewed: bool, what: str, note: str = "") -> ToolError:
+    """A call refused because the entry `shown` (raw) is not the one checked or previewed."""
+    if previewed:
+        lead = f"precondition failed: {quoted(shown)} changed since it was previewed"
+    else:
+        lead = f"refused: {quoted(shown)} changed while this call ran"
+    return ToolError(f"{lead} ({what}); nothing was changed{note}")
+
+
+def beside(where: str, name: str) -> str:
+    return name if where == "." else posixpath.join(where, name)
+
+
+def change(before: os.stat_result | None, now: os.stat_result | None) -> str:
+    if now is None:
+        return "it is gone"
+    kind = kind_of(now.st_mode)
+    if before is None:
+        return f"{article(kind)} {kind} appeared there"
+    if kind == kind_of(before.st_mode):
+        return f"another {kind} is there now"
+    return f"{article(kind)} {kind} is there now"
+
+
+def article(kind: str) -> str:
+    return "an" if kind[0] in "aeiou" else "a"
+
+
+def confirm(held: Held) -> None:
+    """Refuse unless the entry under the held name is still the one checked (for what is
+    read through a descriptor and not moved: a copy's source, a touched file)."""
+    pause(held.tool, held.argument)
+    now = now_at(held.folder, held.name)
+    if not same(now, held.found):
+        raise held.refused(now)
+
+
+def set_aside(held: Held, paused: bool = False) -> str:
+    """Move the checked entry to a private name in its folder, and return that name; if
+    what was under the name is not the entry checked, it is put back and the call refused."""
+    if not paused:
+        pause(held.tool, held.argument)
+    check_budget()  # the last point to stop with nothing changed
+    aside = temp_name()
+    try:
+        rename_no_replace(held.folder, held.name, held.folder, aside)
+    except FileNotFoundError:
+        raise held.refused(None) from None
+    captured = now_at(held.folder, aside)
+    if not same(captured, held.found):
+        raise held.refused(captured, put_back(held, held.folder, aside, held.where))
+    return aside
+
+
+def put_back(held: Held, folder: int, name: str, where: str) -> str:
+    """Return the entry at `name` in `folder` to the held name. '' when it is back; else a
+    note for the refusal: where it is kept, since the name was taken meanwhile."""
+    pause(held.tool, f"{held.argument} put-back")
+    with unbounded():
+        try:
+            rename_no_replace(folder, name, held.folder, held.name)
+            return ""
+        except FileNotFoundError:  # someone else moved it on meanwhile
+            return f", except that the entry set aside from {quoted(held.shown)} was taken away"
+        except FileExistsError:
+            kept = keep(folder, name)
+        return (
+            f", except that {quoted(held.shown)} was taken meanwhile, so the entry found "
+            f"there is kept as {quoted(beside(where, kept))}"
+        )
+
+
+def keep(folder: int, name: str) -> str:
+    """Move the entry at `name` to a name of its own, which no listing hides and no sweep
+    removes; return that name."""
+    while True:
+        kept = f"{KEPT_PREFIX}{secrets.token_hex(8)}"
+        try:
+            rename_no_replace(folder, name, folder, kept)
+            return kept
+        except FileExistsError:
+            continue
+
+
+@dataclass(frozen=True)
+class New:
+    """The entry to put under a held name: `name` in `folder` (a temp file of ours, or a
+    move's source set aside), `found` as it is."""
+
+    folder: int
+    name: str
+    where: str
+    found: os.stat_result
+
+
+def put_in_place(held: Held, new: New) -> None:
+    """Put `new` under the held name: where nothing was, only if nothing is there yet; where
+    the checked entry was, in exchange for it (then removed: a file or a link). Anything
+    else under the name is left there, and the call refused; `new` stays where it was."""
+    pause(held.tool, held.argument)
+    check_budget()
+    if held.found is None:
+        try:
+            rename_no_replace(new.folder, new.name, held.folder, held.name)
+        except FileExistsError:
+            raise held.refused(now_at(held.folder, held.name)) from None
+        return
+    try:
+        swapped = exchange(new.folder, new.name, held.folder, held.name)
+    except FileNotFoundError:
+        raise held.refused(now_at(held.folder, held.name)) from None
+    if swapped:
+        captured = now_at(new.folder, new.name)
+        if same(captured, held.found):
+            os.unlink(new.name, dir_fd=new.folder)
+            return
+        raise held.refused(captured, swap_back(held, new))
+    # No atomic swap here: the checked entry is set aside first, then the new one put in.
+    aside = set_aside(held, paused=True)
+    try:
+        rename_no_replace(new.folder, new.name, held.folder, held.name)
+    except FileExistsError:
+        taken = now_at(held.folder, held.name)
+        raise held.refused(taken, put_back(held, held.folder, aside, held.where)) from None
+    except BaseException:
+        put_back(held, held.folder, aside, held.where)
+        raise
+    os.unlink(aside, dir_fd=held.folder)
+
+
+def swap_back(held: Held, new: New) -> str:
+    """After an exchange captured the wrong entry: exchange again, so it is back under its
+    name and `new` where it was. A note (see put_back) when that cannot be done."""
+    with unbounded():
+        try:
+            exchange(new.folder, new.name, held.folder, held.name)
+        except FileNotFoundError:  # the name was emptied meanwhile: put it back alone
+            return put_back(held, new.folder, new.name, new.where)
+        if same(now_at(new.folder, new.name), new.found):
+            return ""
+        # Someone put a third entry under the name in between: it stays, kept aside.
+        kept = keep(new.folder, new.name)
+        return (
+            f", except that another entry was put under {quoted(held.shown)} meanwhile; it "
+            f"is kept as {quoted(beside(new.where, kept))}"
+        )

@@ -1,0 +1,568 @@
+"""The write tools that take a whole entry where it is: copy, move and delete.
+
+Each resolves its path arguments once (plans.py `target`), checks the entries by descriptor
+(what they are, whether they may be replaced, their state against the preview's `expect`),
+and then acts through capture.py on exactly those entries: a move's source and a deleted
+entry are set aside under a private name and compared with what was checked before anything
+else happens, a destination is replaced in exchange for the entry checked there (or only
+where still nothing is), and a copy's source is read through the descriptor it was checked
+by, its sha256 worked out on the way and compared. A link is acted on as itself; a folder
+copy never makes one.
+"""
+
+from __future__ import annotations
+
+import errno
+import os
+import stat
+from collections.abc import Callable, Iterator
+from contextlib import ExitStack, contextmanager, suppress
+from pathlib import Path
+from typing import Any
+
+from mcp.server.fastmcp.exceptions import ToolError
+
+from mcp_servers.answers import CappedLines, more_marker, to_json
+from mcp_servers.budget import unbounded
+from mcp_servers.capture import Held, New, confirm, now_at, put_back, put_in_place, set_aside
+from mcp_servers.dirfd import (
+    LIST_FLAGS,
+    count_tree,
+    entry_stat,
+    remove_quietly,
+    remove_tree,
+    temp_name,
+)
+from mcp_servers.errors import describe
+from mcp_servers.fileio import copy_sparse, kind_of, not_regular, open_checked, open_regular
+from mcp_servers.links import links_leaving
+from mcp_servers.names import quoted_given, show
+from mcp_servers.permissions import check_writable
+from mcp_servers.plans import MISSING, Wanted, entry_state, folder_state
+from mcp_servers.replacing import NEW_FILE_FLAGS, WriteBase, finisher, replace_entry
+from mcp_servers.sandbox import Resolved, is_within
+from mcp_servers.tool_base import show_given
+from mcp_servers.walking import Unreadable
+
+SKIPPED_LISTED_BYTES = 64 * 1024  # of names a folder copy lists as skipped, per list
+PERMISSION_BITS = 0o777  # a copy keeps these of the source's mode, never setuid or setgid
+
+
+class TreeTools(WriteBase):
+    """copy, move and delete; each public method is registered under its own name."""
+
+    def copy(
+        self, source: str, destination: str, overwrite: bool = False, expect: Any = None
+    ) -> str:
+        """Copy a file or a folder. An existing destination is replaced only if overwrite=True.
+
+        A folder copy skips symlinks (and lists them); it never copies a link's target.
+        """
+        # Holes of sparse files are kept; the copy gets the source's permission bits, never
+        # setuid or setgid; special files in a folder are skipped and listed too.
+        wanted = self.wanted("copy", expect)
+        src = self.target("copy", "source", source, wanted.get("source"))
+        if not src.exists:
+            raise ToolError(f"not found: {show_given(source)}")
+        dst = self.destination("copy", destination, overwrite, src, wanted.get("destination"))
+        if src.real.is_dir():
+            if is_within(dst.real, src.real):
+                raise ToolError(f"cannot copy {quoted_given(source)} into itself")
+            summary = self.copy_folder(src, dst, overwrite, wanted)
+        else:
+            summary = self.copy_file(src, dst, overwrite, wanted)
+        return to_json(
+            {
+                "source": self.relative(src.real),
+                "destination": self.relative(dst.real),
+                "replaced": summary.pop("replaced"),
+                **summary,
+            }
+        )
+
+    def move(
+        self, source: str, destination: str, overwrite: bool = False, expect: Any = None
+    ) -> str:
+        """Move or rename a file, folder or symlink (a link moves as a link).
+
+        An existing destination file is replaced only if overwrite=True.
+        """
+        # A move that would leave a relative link pointing outside the roots is refused.
+        wanted = self.wanted("move", expect)
+        want = wanted.get("source")
+        src = self.target("move", "source", source, want)
+        if not src.exists:
+            raise ToolError(f"not found: {show_given(source)}")
+        self.refuse_root(src, source, "move it")
+        dst = self.destination("move", destination, overwrite, src, wanted.get("destination"))
+        is_link = src.real.is_symlink()
+        if src.real.is_dir() and not is_link and is_within(dst.real, src.real):
+            raise ToolError(f"cannot move {quoted_given(source)} into itself")
+        self.refuse_links_leaving(src, dst, is_link)
+        with self.places.parent(src.real) as (src_folder, src_name):
+            found = self.entry_there(src_folder, src_name, src, source, want)
+            if want is not None and not stat.S_ISDIR(found.st_mode):
+                found = self.checked_state(src_folder, src_name, src, want)
+            held = self.held("move", "source", src_folder, src_name, src, found, want)
+            with self.places.parent_if_there(dst.real) as (dst_folder, dst_name):
+                replaced = self.replaced_entry(
+                    dst, dst_folder, dst_name, overwrite, wanted.get("destination"), found
+                )
+                aside = set_aside(held)
+                try:
+                    if want is not None and stat.S_ISDIR(found.st_mode):
+                        self.check_folder_state(src_folder, aside, src, want)
+                    moving = New(src_folder, aside, held.where, found)
+                    self.move_to(moving, dst, dst_folder, dst_name, replaced, wanted, source)
+                except BaseException as error:
+                    raise_with_note(error, put_back(held, src_folder, aside, held.where))
+        return to_json(
+            {
+                "source": self.relative(src.real),
+                "destination": self.relative(dst.real),
+                "type": kind_of(found.st_mode),
+                "replaced": replaced is not None,
+            }
+        )
+
+    def delete(self, path: str, recursive: bool = False, expect: Any = None) -> str:
+        """Delete a file, a symlink (the link, not its target) or a folder.
+
+        A folder that is not empty needs recursive=True. Roots cannot be deleted.
+        """
+        wanted = self.wanted("delete", expect)
+        want = wanted.get("path")
+        target = self.target("delete", "path", path, want)
+        if not target.exists:
+            self.check_state(want, target, MISSING)
+            raise ToolError(f"not found: {show_given(path)}")
+        self.refuse_root(target, path, "delete it")
+        relative = self.relative(target.real)
+        with self.places.parent(target.real) as (folder, name):
+            found = self.entry_there(folder, name, target, path, want)
+            if stat.S_ISDIR(found.st_mode):
+                counts = self.delete_folder(folder, name, found, target, recursive, want)
+                return to_json({"path": relative, "type": "folder", **counts})
+            if want is not None:
+                found = self.checked_state(folder, name, target, want)
+            held = self.held("delete", "path", folder, name, target, found, want)
+            aside = set_aside(held)
+            os.unlink(aside, dir_fd=folder)
+        size = found.st_size if stat.S_ISREG(found.st_mode) else 0
+        return to_json(
+            {"path": relative, "type": kind_of(found.st_mode), "files": 1, "bytes": size}
+        )
+
+    # -- helpers for the tools above ------------------------------------------------------
+
+    def held(
+        self,
+        tool: str,
+        argument: str,
+        folder: int,
+        name: str,
+        target: Resolved,
+        found: os.stat_result | None,
+        want: Wanted,
+    ) -> Held:
+        where = self.raw_relative(target.real.parent)
+        return Held(tool, argument, folder, name, where, found, want is not None)
+
+    def entry_there(
+        self, folder: int, name: str, target: Resolved, given: str, want: Wanted
+    ) -> os.stat_result:
+        """The entry a delete or move acts on, as it is now; refused when it is gone."""
+        found = now_at(folder, name)
+        if found is None:
+            self.check_state(want, target, MISSING)
+            raise ToolError(f"not found: {show_given(given)}")
+        return found
+
+    def checked_state(
+        self, folder: int, name: str, target: Resolved, want: Wanted
+    ) -> os.stat_result:
+        """Compare the entry's state with the preview's; return the entry it was read from."""
+        shown = self.raw_relative(target.real)
+        state, found = entry_state(folder, name, shown)
+        self.check_state(want, target, state)
+        if found is None:
+            raise ToolError(f"not found: {show(shown)}")
+        return found
+
+    def check_folder_state(
+        self, folder: int, name: str, target: Resolved, want: Wanted
+    ) -> dict[str, Any]:
+        listed = os.open(name, LIST_FLAGS, dir_fd=folder)
+        try:
+            state = folder_state(listed)
+        finally:
+            os.close(listed)
+        self.check_state(want, target, state)
+        return state
+
+    def delete_folder(
+        self,
+        folder: int,
+        name: str,
+        found: os.stat_result,
+        target: Resolved,
+        recursive: bool,
+        want: Wanted,
+    ) -> dict[str, int]:
+        """All or nothing: the folder is set aside under a temp name first (hidden from every
+        listing, removed at the next start if the server is killed meanwhile), then emptied,
+        to its end even past the budget: once set aside and checked, it is deleted. The entry
+        set aside is the one checked; with a preview's `expect`, its fingerprint is compared
+        there, where nothing reaches it by its name any more (a stop meanwhile puts it back).
+        """
+        counts = {"files": 0, "folders": 0, "bytes": 0}
+        if want is None or not recursive:  # with `expect`, counted where it is set aside
+            counts = self.counts_of(folder, name)
+        if not recursive and counts["files"] + counts["folders"]:
+            raise self.not_empty(target, counts)
+        held = self.held("delete", "path", folder, name, target, found, want)
+        aside = set_aside(held)
+        try:
+            if want is not None:
+                state = self.check_folder_state(folder, aside, target, want)
+                counts = {key: state[key] for key in ("files", "folders", "bytes")}
+            elif not recursive:  # still empty: an entry made since the count stays
+                counts = self.counts_of(folder, aside)
+            if not recursive and counts["files"] + counts["folders"]:
+                raise self.not_empty(target, counts)
+        except BaseException as error:
+            raise_with_note(error, put_back(held, folder, aside, held.where))
+        with unbounded():
+            remove_tree(folder, aside)
+        return counts
+
+    def counts_of(self, folder: int, name: str) -> dict[str, int]:
+        listed = os.open(name, LIST_FLAGS, dir_fd=folder)
+        try:
+            return count_tree(listed)
+        finally:
+            os.close(listed)
+
+    def not_empty(self, target: Resolved, counts: dict[str, int]) -> ToolError:
+        entries = counts["files"] + counts["folders"]
+        return ToolError(
+            f"folder '{self.relative(target.real)}' is not empty ({entries:,} entries inside); "
+            "pass recursive=True to delete it with everything in it"
+        )
+
+    def replaced_entry(
+        self,
+        dst: Resolved,
+        folder: int | None,
+        name: str,
+        overwrite: bool,
+        want: Wanted,
+        source: os.stat_result,
+    ) -> os.stat_result | None:
+        """What a copy or move would replace, as it is now (None: nothing), checked: only a
+        file we may write or a link is replaced, only with overwrite=True, never by a
+        folder, and only as the preview showed it."""
+        shown = self.raw_relative(dst.real)
+        if folder is None:
+            self.check_state(want, dst, MISSING)
+            return None
+        if want is not None:
+            state, found = entry_state(folder, name, shown)
+            self.check_state(want, dst, state)
+        else:
+            found = now_at(folder, name)
+        if found is None:
+            return None
+        if not overwrite:
+            raise ToolError(f"destination exists: {show(shown)}; pass overwrite=True to replace it")
+        if stat.S_ISDIR(found.st_mode):
+            raise ToolError(
+                f"destination '{show(shown)}' is a folder; delete it first to replace it"
+            )
+        if stat.S_ISDIR(source.st_mode):
+            raise ToolError(f"cannot replace file '{show(shown)}' with a folder; delete it first")
+        if not stat.S_ISLNK(found.st_mode):
+            if not stat.S_ISREG(found.st_mode):
+                raise not_regular(shown, found.st_mode)
+            check_writable(found, shown)
+        return found
+
+    @contextmanager
+    def destination_folder(
+        self, dst: Resolved, folder: int | None, name: str
+    ) -> Iterator[tuple[int, str]]:
+        """The destination's folder: the one checked, or, where it was missing, made now
+        (and removed again if the act does not happen)."""
+        if folder is not None:
+            yield folder, name
+            return
+        with self.places.parent_made(dst.real) as made:
+            yield made
+
+    def move_to(
+        self,
+        moving: New,
+        dst: Resolved,
+        dst_folder: int | None,
+        dst_name: str,
+        replaced: os.stat_result | None,
+        wanted: dict[str, dict[str, Any]],
+        source: str,
+    ) -> None:
+        """Put the source set aside under the destination's name (in exchange for the entry
+        checked there), or copy it there from another filesystem and remove it."""
+        with self.destination_folder(dst, dst_folder, dst_name) as (folder, name):
+            target = self.held(
+                "move", "destination", folder, name, dst, replaced, wanted.get("destination")
+            )
+            if os.fstat(folder).st_dev == os.fstat(moving.folder).st_dev:
+                try:
+                    put_in_place(target, moving)
+                    return
+                except OSError as error:  # a bind mount: the same device, not one mount
+                    if error.errno != errno.EXDEV:
+                        raise
+            self.move_across(moving, target, source)
+
+    def move_across(self, moving: New, target: Held, source: str) -> None:
+        """A move to another filesystem: copy the entry set aside there, then remove it."""
+        if stat.S_ISLNK(moving.found.st_mode):
+            text = os.readlink(moving.name, dir_fd=moving.folder)
+            made = temp_name()
+            os.symlink(text, made, dir_fd=target.folder)
+            try:
+                put_in_place(
+                    target, New(target.folder, made, target.where, entry_stat(target.folder, made))
+                )
+            except BaseException:
+                remove_quietly(target.folder, made)
+                raise
+        elif stat.S_ISREG(moving.found.st_mode):
+            reader, found = open_checked(moving.folder, moving.name, target.shown)
+            try:
+                replace_entry(
+                    target,
+                    lambda fd: copy_sparse(reader, fd),
+                    finisher(found, moving.folder, moving.name),
+                )
+            finally:
+                os.close(reader)
+        else:
+            raise ToolError(
+                f"cannot move {quoted_given(source)} to another filesystem: it is a "
+                f"{kind_of(moving.found.st_mode)}; copy it there, then delete the original"
+            )
+        os.unlink(moving.name, dir_fd=moving.folder)
+
+    def copy_file(
+        self, src: Resolved, dst: Resolved, overwrite: bool, wanted: dict[str, dict[str, Any]]
+    ) -> dict[str, Any]:
+        want = wanted.get("source")
+        with ExitStack() as stack:
+            src_folder, src_name = stack.enter_context(self.places.parent(src.real))
+            reader, found = open_regular(src_folder, src_name, self.raw_relative(src.real))
+            stack.callback(os.close, reader)
+            source = self.held("copy", "source", src_folder, src_name, src, found, want)
+            there, name = stack.enter_context(self.places.parent_if_there(dst.real))
+            replaced = self.replaced_entry(
+                dst, there, name, overwrite, wanted.get("destination"), found
+            )
+            folder, name = stack.enter_context(self.destination_folder(dst, there, name))
+            target = self.held(
+                "copy", "destination", folder, name, dst, replaced, wanted.get("destination")
+            )
+            # A new file gets the source's bits less the umask; a replaced one keeps its
+            # own mode, owner and extended attributes, as write_file does.
+            finish = self.new_copy_finisher(found)
+            if replaced is not None and stat.S_ISREG(replaced.st_mode):
+                finish = finisher(replaced, folder, name)
+
+            def fill(fd: int) -> tuple[int, str | None]:
+                # The bytes copied are the bytes compared: hashed as they are copied, from
+                # the descriptor the source was checked by.
+                size, digest = copy_sparse(reader, fd, hashed=want is not None)
+                state = {"exists": True, "type": "file", "size": size, "sha256": digest}
+                self.check_state(want, src, state)
+                confirm(source)
+                return size, digest
+
+            size, digest = replace_entry(target, fill, finish)
+        return {"files": 1, "bytes": size, "sha256": digest, "replaced": replaced is not None}
+
+    def new_copy_finisher(self, source: os.stat_result) -> Callable[[int], None]:
+        mode = stat.S_IMODE(source.st_mode) & PERMISSION_BITS & ~self.umask
+        return lambda fd: os.fchmod(fd, mode)
+
+    def copy_folder(
+        self, src: Resolved, dst: Resolved, overwrite: bool, wanted: dict[str, dict[str, Any]]
+    ) -> dict[str, Any]:
+        """Copy a folder's files and folders; links and special files are skipped and
+        listed, never followed or opened.
+
+        The copy is built under a temp name (which no listing shows) and put under its name
+        only when complete: a copy cut short, or missing a folder it could not read, is
+        removed and the call fails, and a server killed meanwhile leaves no partial tree
+        under the real name (the temp one is removed at the next start). With a preview's
+        `expect`, the source's fingerprint is compared before and after the copy.
+        """
+        want = wanted.get("source")
+        with ExitStack() as stack:
+            src_folder, src_name = stack.enter_context(self.places.parent(src.real))
+            listed = os.open(src_name, LIST_FLAGS, dir_fd=src_folder)
+            stack.callback(os.close, listed)
+            found = os.fstat(listed)
+            if want is not None:
+                self.check_state(want, src, folder_state(listed))
+            source = self.held("copy", "source", src_folder, src_name, src, found, want)
+            there, name = stack.enter_context(self.places.parent_if_there(dst.real))
+            replaced = self.replaced_entry(
+                dst, there, name, overwrite, wanted.get("destination"), found
+            )
+            folder, name = stack.enter_context(self.destination_folder(dst, there, name))
+            target = self.held(
+                "copy", "destination", folder, name, dst, replaced, wanted.get("destination")
+            )
+            building = temp_name()
+            os.mkdir(building, 0o700, dir_fd=folder)
+            try:
+                unreadable = Unreadable()
+                top = os.open(building, LIST_FLAGS, dir_fd=folder)
+                summary = self.copy_into(src, listed, top, unreadable)
+                if unreadable.count:
+                    raise self.incomplete_copy(src, unreadable)
+                if want is not None:  # and nothing below changed while it was copied
+                    self.check_state(want, src, folder_state(listed))
+                confirm(source)
+                put_in_place(
+                    target, New(folder, building, target.where, entry_stat(folder, building))
+                )
+                return {**summary, "replaced": False}
+            except BaseException:
+                with suppress(OSError), unbounded():
+                    remove_tree(folder, building)
+                raise
+
+    def incomplete_copy(self, src: Resolved, unreadable: Unreadable) -> ToolError:
+        first = self.relative(Path(unreadable.first)) if unreadable.first else "?"
+        return ToolError(
+            f"copy refused: {unreadable.count:,} folder(s) below {self.relative(src.real)} "
+            f"could not be read (first: '{first}': {unreadable.error}); nothing was copied"
+        )
+
+    def copy_into(
+        self, src: Resolved, listed: int, top: int, unreadable: Unreadable
+    ) -> dict[str, Any]:
+        files = folders = size = 0
+        skipped_links = CappedLines(SKIPPED_LISTED_BYTES)
+        skipped_other = CappedLines(SKIPPED_LISTED_BYTES)
+        shown = self.shown_below(src.real)
+        umask = self.umask
+        opened = [(top, stat.S_IMODE(os.fstat(listed).st_mode) & ~umask)]
+        try:
+            for entry, depth in self.walker.walk(src.real, unreadable=unreadable, held=listed):
+                while len(opened) > depth + 1:
+                    close_folder(*opened.pop())
+                below = opened[-1][0]
+                if entry.kind == "dir":
+                    mode = entry_stat(entry.folder_fd, entry.name).st_mode & ~umask
+                    os.mkdir(entry.name, 0o700, dir_fd=below)
+                    opened.append((os.open(entry.name, LIST_FLAGS, dir_fd=below), mode))
+                    folders += 1
+                elif entry.kind == "file":
+                    size += copy_entry(entry.folder_fd, entry.name, below, entry.path, umask)
+                    files += 1
+                elif entry.kind == "link":
+                    skipped_links.add(shown(entry.relative))
+                else:
+                    skipped_other.add(shown(entry.relative))
+        finally:
+            while opened:
+                close_folder(*opened.pop())
+        return {
+            "files": files,
+            "folders": folders,
+            "bytes": size,
+            "skipped_links": listed_names(skipped_links),
+            "skipped_other": listed_names(skipped_other),
+        }
+
+    def refuse_root(self, resolved: Resolved, given: str, action: str) -> None:
+        if self.sandbox.contains_a_root(resolved.real):
+            raise self.sandbox.refuse(given, f"is an allowed root or holds one; cannot {action}")
+
+    def refuse_links_leaving(self, src: Resolved, dst: Resolved, is_link: bool) -> None:
+        if not is_link and not src.real.is_dir():
+            return  # a file takes no link along
+        leaving = links_leaving(self.sandbox, self.walker, src.real, dst.real, is_link)
+        if not leaving:
+            return
+        below, text = leaving[0]
+        link = self.relative(src.real / below if below else src.real)
+        more = f" (and {len(leaving) - 1:,} more)" if len(leaving) > 1 else ""
+        raise ToolError(
+            f"move refused: symlink '{link}' -> '{show(text)}'{more} would point outside the "
+            "allowed roots from its new place; nothing was moved"
+        )
+
+    def destination(
+        self, tool: str, given: str, overwrite: bool, source: Resolved, want: Wanted
+    ) -> Resolved:
+        """Resolve a copy/move destination and check, by name, that it may be (re)placed;
+        `replaced_entry` checks the entry itself once it is reached by descriptor."""
+        dst = self.target(tool, "destination", given, want)
+        self.refuse_root(dst, given, "replace it")
+        if dst.real == source.real:
+            raise ToolError("source and destination are the same")
+        if not dst.exists:
+            return dst
+        if not overwrite:
+            raise ToolError(
+                f"destination exists: {show_given(given)}; pass overwrite=True to replace it"
+            )
+        if dst.real.is_dir() and not dst.real.is_symlink():
+            raise ToolError(
+                f"destination {quoted_given(given)} is a folder; delete it first to replace it"
+            )
+        if source.real.is_dir() and not source.real.is_symlink():
+            raise ToolError(
+                f"cannot replace file {quoted_given(given)} with a folder; delete it first"
+            )
+        return dst
+
+
+def raise_with_note(error: BaseException, note: str) -> None:
+    """Raise `error` again, with `note` (capture.put_back's) added to its one line."""
+    if note and isinstance(error, Exception):
+        raise ToolError(f"{describe(error)}{note}") from None
+    raise error
+
+
+def listed_names(names: CappedLines) -> list[str]:
+    """The names kept, and how many more there were."""
+    return names.lines + ([more_marker(names.hidden)] if names.hidden else [])
+
+
+def close_folder(fd: int, mode: int) -> None:
+    """Close a copied folder, giving it its source's permission bits now that it is full."""
+    try:
+        os.fchmod(fd, stat.S_IMODE(mode) & PERMISSION_BITS)
+    finally:
+        os.close(fd)
+
+
+def copy_entry(
+    source_folder: int, name: str, destination_folder: int, path: str, umask: int
+) -> int:
+    """Copy the regular file `name` between folders (holes kept); return its size."""
+    reader, found = open_checked(source_folder, name, path)
+    try:
+        mode = stat.S_IMODE(found.st_mode) & PERMISSION_BITS & ~umask
+        writer = os.open(name, NEW_FILE_FLAGS, 0o600, dir_fd=destination_folder)
+        try:
+            size, _ = copy_sparse(reader, writer)
+            os.fchmod(writer, mode)
+        finally:
+            os.close(writer)
+    finally:
+        os.close(reader)
+    return size
