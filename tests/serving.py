@@ -57,6 +57,14 @@ class Served:
         listed = await self.client.get("/api/admin/approvals", headers=ADMIN)
         return await self.decide(thread, approve_shown(listed.json(), thread))
 
+    async def approve_simply(self, thread: str) -> httpx.Response:
+        """The seed's simple form, `{"approved": true}`, bound to the previews the admin API
+        shows now by their ids."""
+        listed = await self.client.get("/api/admin/approvals", headers=ADMIN)
+        [waiting] = [item for item in listed.json()["approvals"] if item["thread"] == thread]
+        ids = {call["id"]: call["preview_id"] for call in waiting["calls"]}
+        return await self.decide(thread, {"approved": True, "preview_ids": ids})
+
 
 def bound(call: dict[str, Any]) -> dict[str, Any]:
     """The page's approval of one call it showed: bound to that call's preview."""

@@ -3,7 +3,8 @@ of the approval contract (docs/design.md), built from what a front-end received.
 
 Two forms are accepted:
 
-    {"approved": true|false, "note": "..."}          the whole batch, the seed's simple form
+    {"approved": true|false, "note": "...",          the whole batch, the seed's simple form
+     "preview_ids": {call_id: preview_id}}           (an approval is bound to its previews)
     {"decisions": {call_id: {"type": ..., ...}}}     one decision per call, the contract's
 
 Fail closed, and stricter than the graph's own check (which turns anything malformed into a
@@ -117,7 +118,7 @@ DECISION_TYPES: dict[str, DecisionType] = {
     # The person answers in the call's place: it does not run, the model reads the message.
     "respond": DecisionType(frozenset({"message"}), _check_respond),
 }
-SIMPLE_KEYS = frozenset({"approved", "note"})
+SIMPLE_KEYS = frozenset({"approved", "note", "preview_ids"})
 
 
 def check_form(body: Any) -> None:
@@ -140,6 +141,9 @@ def check_form(body: Any) -> None:
         raise DecisionError('"approved" must be true or false')
     if not isinstance(body.get("note", ""), str):
         raise DecisionError('"note" must be a string')
+    ids = body.get("preview_ids", {})
+    if not isinstance(ids, dict) or not all(isinstance(v, str) for v in ids.values()):
+        raise DecisionError('"preview_ids" must be an object of call id -> the preview_id shown')
 
 
 def check_shape(call_id: str, decision: Any) -> None:
@@ -187,7 +191,11 @@ def resume_value(body: Any, calls: Sequence[ToolCall], schemas: Schemas, *, by: 
 
 def simple(body: dict[str, Any], call: ToolCall, by: str) -> Decision:
     if body["approved"]:
-        return {"type": "approve", "by": by}
+        decision: Decision = {"type": "approve", "by": by}
+        preview = body.get("preview_ids", {}).get(call["id"])
+        if preview is not None:  # without it, the binding refuses the approval (428)
+            decision["preview_id"] = preview
+        return decision
     return {"type": "reject", "message": body.get("note", ""), "by": by}
 
 

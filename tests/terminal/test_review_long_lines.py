@@ -38,7 +38,8 @@ def test_the_changed_span_of_a_long_line_is_shown_before_the_question_when_piped
 
     assert result.returncode == 0, result.stderr
     shown, _, _ = result.stdout.partition("write_file? [y/n/e/a/r/?]")
-    column = config(OLD_HOST).index(OLD_HOST) + 1
+    # The change starts after the shared "https://": the column is where the host does.
+    column = config(OLD_HOST).index(OLD_HOST) + len("https://") + 1
     assert f'"registry": "{OLD_HOST}"' in shown and f'"registry": "{NEW_HOST}"' in shown
     assert f"col {column:,}" in shown  # where on the line the change is
     old_line = next(line for line in shown.splitlines() if OLD_HOST in line)

@@ -21,7 +21,7 @@ import pytest
 
 from conftest import Workspace, tool_messages, tree_snapshot
 from fake_llm import FakeLLM, reply, text, tool_call
-from serving import ADMIN, JSON, TOKEN, ServeProcess, by_request
+from serving import TOKEN, ServeProcess, approve_over_http, by_request
 
 CHROMIUM = Path("/usr/bin/chromium")
 CHROMIUM_ARGS = [
@@ -325,13 +325,7 @@ def test_the_inbox_follows_the_server_and_reviews_as_a_reviewer_expects(
             await page.fill("#chat-text", "chat pause")
             await page.click("#chat-send")
             await page.locator("#chat-log .notice", has_text="Following the thread").wait_for()
-            decided = await asyncio.to_thread(
-                httpx.post,
-                f"{served.url}/api/admin/approvals/chat",
-                json={"approved": True},
-                headers={**ADMIN, **JSON},
-                timeout=60,
-            )
+            decided = await asyncio.to_thread(approve_over_http, served.url, "chat")
             assert decided.status_code == 200
             await page.locator("#chat-log .agent", has_text="c.txt is there now.").wait_for()
         finally:
