@@ -171,12 +171,12 @@ class ThreadSession:
             return _refused(too_big)
         return self.run({"messages": [HumanMessage(content=text, id=new_id("human"))]})
 
-    async def resume(self, decisions: Mapping[str, Any] | Bound) -> AsyncIterator[events.Event]:
+    async def resume(self, bound: Bound) -> AsyncIterator[events.Event]:
         """Answer what the thread waits on and run on: an approval with the contract's
         `{"decisions": {call_id: ...}}`, a question with `{"answers": {call_id: text}}`
-        (see core.approval.questions). Approvals are bound to their previews (`bind`,
-        which raises core.changes.binding.BindingError before anything runs)."""
-        bound = await self.bind(decisions)
+        (see core.approval.questions). Only a Bound value, made by `bind` (which raises
+        core.changes.binding.BindingError before anything runs): no way into a resume takes
+        an approval that is not bound to the preview it answers."""
         async for event in self.run(Command(resume=bound.value)):
             yield event
 
