@@ -13,6 +13,7 @@ import httpx
 from conftest import Workspace, tool_messages
 from fake_llm import FakeLLM, reply, text, tool_call
 from serving import ADMIN, JSON, ServeProcess, bound, by_request, serving, sse_events
+from web.app import opened
 
 ALLOW_DELETES = '[[rule]]\ntool = "delete"\npath = "**"\ndecision = "allow"\n'
 
@@ -124,3 +125,59 @@ def test_the_preview_travels_with_the_decision_past_a_chat_read_and_a_restart(
         served.kill()
 
     assert notes.read_text() == "the model's notes\n"
+
+
+def test_a_preview_id_binds_its_own_thread_call_arguments_and_state_only(workspace: Workspace):
+    """What a preview_id stands for, and nothing else: the id of an edit's preview (other
+    content for the same path), of another thread's same call, or an old id sent with the
+    state as it is now, each approves nothing (412), and the file is as it was."""
+    notes = workspace.root / "notes.md"
+    notes.write_text("version 1\n")
+    call = tool_call("write_file", {"path": "notes.md", "content": "the model's\n"}, id="call_w")
+    script = by_request(
+        {
+            "update": [reply(tool_calls=[call]), text("Updated.")],
+            "also": [reply(tool_calls=[call]), text("Also updated.")],
+        }
+    )
+
+    async def scenario() -> None:
+        with FakeLLM(script, auto_route="filesystem") as llm:
+            async with serving(workspace, llm.base_url) as served:
+                await served.say("t", "update the notes")
+                await served.say("u", "also update the notes")  # the same call id and state
+                listed = await served.client.get("/api/admin/approvals", headers=ADMIN)
+                seen = {item["thread"]: item["calls"][0] for item in listed.json()["approvals"]}
+                edited = await served.client.post(
+                    "/api/admin/approvals/t/preview",
+                    json={"call_id": "call_w", "args": {"path": "notes.md", "content": "x\n"}},
+                    headers={**ADMIN, **JSON},
+                )
+                assert "+x" in edited.json()["lines"]
+                edit_id = edited.json()["preview_id"]
+                assert edit_id != seen["t"]["preview_id"]
+
+                def approve(preview_id: str, **more: object) -> dict:
+                    decision = {"type": "approve", "preview_id": preview_id, **more}
+                    return {"decisions": {"call_w": decision}}
+
+                for thread, body in (
+                    ("t", approve(edit_id)),  # the edit's diff, not the call's
+                    ("t", approve(seen["u"]["preview_id"])),  # thread u's preview
+                ):
+                    refused = await served.decide(thread, body)
+                    assert refused.status_code == 412, refused.text
+
+                notes.write_text("version 2\n")
+                session = await opened(served.app.state.service, "t")
+                now = await session.preview(seen["t"])  # the state as it is now
+                assert now.expect is not None
+                stale = await served.decide(
+                    "t", approve(seen["t"]["preview_id"], expect=now.expect)
+                )
+                assert stale.status_code == 412, stale.text  # v1's id with v2's state
+                assert len(llm.requests_with_tools()) == 2  # nothing resumed
+                assert notes.read_text() == "version 2\n"
+
+    asyncio.run(scenario())
+    assert notes.read_text() == "version 2\n"
