@@ -16,6 +16,7 @@ from langgraph.types import StateSnapshot
 from core.approval.decisions import AnswerValue, ResumeValue, resume_json
 from core.approval.policy import Grant, Policy
 from core.approval.questions import QUESTION_KIND, Pause
+from core.changes.binding import BindingError
 from core.context.context import ContextKeeper
 from core.context.models import ModelChoice
 from core.context.summary import Summary
@@ -162,8 +163,14 @@ class Conversation:
             if decisions is None:
                 self.term.say("Left paused: nothing was run. Open this thread again to answer.")
                 return PAUSED
+            try:
+                bound = await self.session.bind(resume_json(decisions))
+            except BindingError as stale:
+                # What was shown is not what is there now: shown again, asked again.
+                self.term.say(f"⚠ {stale}")
+                continue
             called = ", ".join(sorted({call["name"] for call in payload["calls"]}))
-            run = self.session.resume(resume_json(decisions))
+            run = self.session.resume(bound)
             stopped = await self.show_run(run, f"running {called}")
             if stopped is not None:
                 # A resumed run that was cut off or failed has closed its calls: the thread

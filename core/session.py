@@ -11,7 +11,7 @@ SIGTERM) raises CancelledError out of the iteration; the front-end then calls
 from __future__ import annotations
 
 from collections.abc import AsyncIterator, Iterator, Mapping
-from typing import Any, ClassVar
+from typing import Any
 
 from langchain_core.messages import AIMessage, AIMessageChunk, HumanMessage, ToolMessage
 from langchain_core.tools import BaseTool
@@ -21,8 +21,10 @@ from langgraph.types import Command
 from core.approval.approval import CUT_CALL, ApprovalRecord, describe_grant, new_id
 from core.approval.policy import Grant
 from core.approval.questions import Pause
-from core.changes.plans import CallPlan, Plan, expect_of, plan_call, plan_of
-from core.changes.preview import preview, undo_note
+from core.changes.binding import Bound, Preview, bound_expect, shown
+from core.changes.intraline import shown_lines
+from core.changes.plans import CallPlan, expect_of, plan_call, plan_of
+from core.changes.preview import preview, undo_note, whole_preview
 from core.context.constrained import CONSTRAINED_KEY
 from core.context.context import ANSWER_TEXT, COMPACTED, NOTICE, ContextKeeper
 from core.context.replies import CUT_KEY, REASONING_KEY, cut_note
@@ -58,11 +60,6 @@ from store.errors import failure_of
 
 class ThreadSession:
     """One thread of one graph, held open by one front-end."""
-
-    # (thread, call id) -> the state the last preview of the call showed, in this process:
-    # an approval carries it to the server, which refuses the write if the file changed.
-    # Shared by the sessions of a process: the HTTP service makes one per request.
-    shown: ClassVar[dict[tuple[str, str, str], Plan]] = {}
 
     def __init__(
         self,
@@ -106,39 +103,53 @@ class ThreadSession:
         about."""
         return pending_approval(await self.app.aget_state(self.config))
 
-    async def preview(self, call: Mapping[str, Any]) -> list[str]:
+    async def preview(self, call: Mapping[str, Any]) -> Preview:
         """What a pending write call would change, worked out without changing anything,
-        and whether it could be undone when it could not."""
+        whether it could be undone when it could not, and the binding of what it shows
+        (core.changes.binding): an approval of it carries that, never a cache."""
         # The plan first: a file changed between it and the diff is refused at the write,
         # never written over unseen.
         plan = await plan_of(call, self.tools)
-        if plan is not None:
-            self.shown[(self.store.location, self.thread, str(call["id"]))] = plan
         lines = await preview(call, self.tools, plan)
-        return lines + await undo_note(call, self.tools, await self.store.undo_bytes(self.thread))
+        lines += await undo_note(call, self.tools, await self.store.undo_bytes(self.thread))
+        return shown(self.thread, call, plan, lines)
 
-    async def bind(self, decisions: dict[str, Any]) -> dict[str, Any]:
-        """The resume value with each approval bound to what its preview showed (`expect`,
-        checked by the server before it acts); an edit is bound to the state its own
-        arguments find now. A decision that already carries one keeps it."""
+    async def whole_preview(self, call: Mapping[str, Any]) -> Preview:
+        """Every line of what `call` would change (a reviewer pages through a big diff), a
+        changed long line by its changes, with the binding of what it shows."""
+        plan = await plan_of(call, self.tools)
+        lines = shown_lines(await whole_preview(call, self.tools, plan))
+        return shown(self.thread, call, plan, lines)
+
+    async def bind(self, decisions: Mapping[str, Any] | Bound) -> Bound:
+        """The resume value with each approval bound to the preview it answers: the expect
+        its preview_id stands for (core.changes.binding; Unbound without one, Stale when
+        what is there now is not what it showed); an edit is bound to the state its own
+        arguments find now. Never from anything kept in this process."""
+        if isinstance(decisions, Bound):
+            return decisions
         given = decisions.get("decisions")
         if not isinstance(given, dict):
-            return decisions
+            return Bound(dict(decisions))  # answers to a question: nothing to bind
         pending = await self.pending()
-        names = {c["id"]: c["name"] for c in (pending["calls"] if pending else [])}
+        calls = {c["id"]: c for c in (pending["calls"] if pending else [])}
         bound = {}
         for call_id, decision in given.items():
             decision = dict(decision) if isinstance(decision, dict) else decision
+            call = calls.get(call_id)
             if isinstance(decision, dict) and decision.get("type") == "edit":
-                await self.bind_edit(decision, names.get(call_id))
-            elif isinstance(decision, dict) and "expect" not in decision:
-                plan = None
-                if decision.get("type") == "approve":
-                    plan = self.shown.get((self.store.location, self.thread, call_id))
-                if plan is not None:
-                    decision["expect"] = expect_of(plan)
+                await self.bind_edit(decision, call["name"] if call is not None else None)
+            elif (
+                isinstance(decision, dict)
+                and call is not None
+                and decision.get("type") == "approve"
+            ):
+                expect = await bound_expect(self.thread, call, decision, self.tools)
+                decision.pop("expect", None)
+                if expect is not None:
+                    decision["expect"] = expect
             bound[call_id] = decision
-        return {**decisions, "decisions": bound}
+        return Bound({**decisions, "decisions": bound})
 
     async def bind_edit(self, decision: dict[str, Any], tool: str | None) -> None:
         """An edit gets the server's plan of its own arguments (`plan`), which the graph
@@ -161,11 +172,13 @@ class ThreadSession:
             return _refused(too_big)
         return self.run({"messages": [HumanMessage(content=text, id=new_id("human"))]})
 
-    async def resume(self, decisions: dict[str, Any]) -> AsyncIterator[events.Event]:
+    async def resume(self, bound: Bound) -> AsyncIterator[events.Event]:
         """Answer what the thread waits on and run on: an approval with the contract's
         `{"decisions": {call_id: ...}}`, a question with `{"answers": {call_id: text}}`
-        (see core.approval.questions). Approvals are bound to their previews (`bind`)."""
-        async for event in self.run(Command(resume=await self.bind(decisions))):
+        (see core.approval.questions). Only a Bound value, made by `bind` (which raises
+        core.changes.binding.BindingError before anything runs): no way into a resume takes
+        an approval that is not bound to the preview it answers."""
+        async for event in self.run(Command(resume=bound.value)):
             yield event
 
     def finish_cut_off_run(self) -> AsyncIterator[events.Event]:

@@ -15,6 +15,7 @@ from collections.abc import Sequence
 from core.approval.approval import ApprovalCall
 from core.approval.decisions import AnswerValue, Decision, ResumeValue, resume_json
 from core.approval.questions import QUESTION_KIND, QuestionCall
+from core.changes.binding import BindingError, carry
 from core.errors import StartupError, ThreadError
 from core.session import ThreadSession
 from core.text import counted, visible
@@ -31,7 +32,7 @@ from core.threads.threads import (
 from store.base import Store
 from terminal import thread_listing as listing
 from terminal.console import Terminal, put
-from terminal.review import describe_call, diff_style
+from terminal.review import describe_call, show_preview
 from terminal.steps import StepPrinter, show_run
 from terminal.thread_listing import call_lines as call_lines
 from terminal.thread_listing import status_text as status_text
@@ -178,15 +179,17 @@ def batch_decisions(
 async def confirm_previews(
     session: ThreadSession, calls: Waiting, decisions: ResumeValue, yes: bool
 ) -> bool:
-    """Print what each call to be approved would change, as the terminal's review shows it
-    (and bind the approval to it); then the person's yes, or --yes. From a pipe without
-    --yes nothing is decided: no one read the previews."""
+    """Print what each call to be approved would change, as the terminal's review shows it,
+    and bind each approval to the preview printed (its expect, core.changes.binding); then
+    the person's yes, or --yes. From a pipe without --yes nothing is decided: no one read
+    the previews."""
     term = Terminal()
     approving = [c for c in calls if decisions["decisions"][c["id"]]["type"] == "approve"]
     for number, call in enumerate(approving, 1):
         term.say(f"[{number}/{len(approving)}] {describe_call(call)}")
-        for line in await session.preview(call):
-            term.say("    " + visible(line, keep="\t"), style=diff_style(line))
+        shown = await session.preview(call)
+        show_preview(term, shown)
+        carry(decisions["decisions"][call["id"]], shown)
     if yes or not approving:
         return True
     if term.piped:
@@ -210,6 +213,12 @@ async def decide(
     model's answer as a session would."""
     term = Terminal()
     value = resume_json(decisions)  # either kind, read as its JSON form
+    try:
+        bound = await session.bind(value)
+    except BindingError as stale:
+        line = f"fsagent: approve {session.thread}: {stale}; the thread still waits"
+        print(line, file=sys.stderr)
+        return 3
     for call in calls:
         if "answers" in value:
             answer = value["answers"].get(call["id"])
@@ -218,7 +227,7 @@ async def decide(
         verdict = value["decisions"][call["id"]]["type"]
         term.say(f"{'✓ approved' if verdict == 'approve' else '✗ rejected'}: {call['id']}")
     with term.ctrl_c.installed():
-        run = session.resume(value)
+        run = session.resume(bound)
         if not await show_run(session, run, StepPrinter(term), "running"):
             return 1
     if session.paused_on is not None:

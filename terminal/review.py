@@ -17,6 +17,7 @@ from typing import Any
 
 from core.approval.approval import ApprovalCall, ApprovalPayload, ToolCall
 from core.approval.decisions import Decision, ResumeValue
+from core.changes.binding import Preview, carry
 from core.text import clip, visible
 from terminal.console import Terminal
 
@@ -204,13 +205,23 @@ def diff_style(line: str) -> str | None:
     return None
 
 
-Preview = Callable[[ApprovalCall], Awaitable[list[str]]]
+Previewer = Callable[[ApprovalCall], Awaitable[Preview]]
 
 
-async def review(term: Terminal, payload: ApprovalPayload, preview: Preview) -> ResumeValue | None:
+def show_preview(term: Terminal, preview: Preview) -> None:
+    """A preview's lines as the person reads them before deciding: each made visible, a
+    diff's in its colour."""
+    for line in preview.lines:
+        term.say("    " + visible(line, keep="\t"), style=diff_style(line))
+
+
+async def review(
+    term: Terminal, payload: ApprovalPayload, preview: Previewer
+) -> ResumeValue | None:
     """Ask about each call in turn, with what it would change; None leaves the thread paused
     (end of input). A piped line that is not an answer raises NotAnAnswer; Ctrl-C at a
-    question raises Interrupted. Either way nothing is decided."""
+    question raises Interrupted. Either way nothing is decided. A yes carries the binding of
+    the preview printed just above it (core.changes.binding)."""
     calls = payload["calls"]
     term.event("approval_request", calls=[{"tool": c["name"], "args": c["args"]} for c in calls])
     term.say("⚠ Approval needed. The agent wants to run:")
@@ -218,14 +229,13 @@ async def review(term: Terminal, payload: ApprovalPayload, preview: Preview) -> 
     for number, call in enumerate(calls, 1):
         term.say(f"[{number}/{len(calls)}] {describe_call(call)}")
         with term.working("computing preview"):
-            lines = await preview(call)
-        for line in lines:
-            term.say("    " + visible(line, keep="\t"), style=diff_style(line))
+            shown = await preview(call)
+        show_preview(term, shown)
         decide = piped_decision if term.piped else person_decision
         decision = await decide(term, call)
         if decision is None:
             return None
-        decisions[call["id"]] = decision
+        decisions[call["id"]] = carry(decision, shown)
     for call in calls:
         decision = decisions[call["id"]]
         kind = "grant" if decision.get("grant") else decision["type"]

@@ -51,6 +51,45 @@ class Served:
             f"/api/admin/approvals/{thread}", json=body, headers={**ADMIN, **JSON}
         )
 
+    async def approve(self, thread: str) -> httpx.Response:
+        """Approve every call the thread waits on, bound to the previews the admin API
+        shows now, as the inbox page does."""
+        listed = await self.client.get("/api/admin/approvals", headers=ADMIN)
+        return await self.decide(thread, approve_shown(listed.json(), thread))
+
+    async def approve_simply(self, thread: str) -> httpx.Response:
+        """The seed's simple form, `{"approved": true}`, bound to the previews the admin API
+        shows now by their ids."""
+        listed = await self.client.get("/api/admin/approvals", headers=ADMIN)
+        [waiting] = [item for item in listed.json()["approvals"] if item["thread"] == thread]
+        ids = {call["id"]: call["preview_id"] for call in waiting["calls"]}
+        return await self.decide(thread, {"approved": True, "preview_ids": ids})
+
+
+def bound(call: dict[str, Any]) -> dict[str, Any]:
+    """The page's approval of one call it showed: bound to that call's preview."""
+    return {"decisions": {call["id"]: {"type": "approve", "preview_id": call["preview_id"]}}}
+
+
+def approve_shown(listed: dict[str, Any], thread: str) -> dict[str, Any]:
+    """Every call of `thread` in a GET /api/admin/approvals answer, approved as shown."""
+    [waiting] = [item for item in listed["approvals"] if item["thread"] == thread]
+    return {
+        "decisions": {
+            call["id"]: {"type": "approve", "preview_id": call["preview_id"]}
+            for call in waiting["calls"]
+        }
+    }
+
+
+def approve_over_http(url: str, thread: str) -> httpx.Response:
+    """`approve` against a `fsagent serve` process."""
+    listed = httpx.get(f"{url}/api/admin/approvals", headers=ADMIN, timeout=60)
+    body = approve_shown(listed.json(), thread)
+    return httpx.post(
+        f"{url}/api/admin/approvals/{thread}", json=body, headers={**ADMIN, **JSON}, timeout=60
+    )
+
 
 @asynccontextmanager
 async def serving(

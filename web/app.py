@@ -43,7 +43,7 @@ from core.approval.decisions import (
     resume_value,
 )
 from core.approval.questions import QUESTION_KIND, Pause, QuestionCall
-from core.changes.preview import whole_preview
+from core.changes.binding import Bound, Stale, Unbound
 from core.opening import OtherRoots, recover
 from core.session import ThreadSession
 from core.text import format_call
@@ -232,11 +232,12 @@ def create_app(service: Service, access: Access) -> FastAPI:
                     decisions = resume_value(body, calls, schemas, by="admin")
             except DecisionError as error:
                 raise Refused(400, str(error)) from None
+            bound = await bound_or_refused(session, decisions)
         except BaseException:
             await claim.release()
             raise
         runs.decide(name, f"admin at {now()}")
-        run = runs.start(claim, session, resume_frames(session, calls, decisions))
+        run = runs.start(claim, session, resume_frames(session, calls, bound))
         if "text/event-stream" in request.headers.get("accept", ""):
             return stream(run)
         answer = outcome(name, calls, decisions, await run.collect())
@@ -270,9 +271,15 @@ def create_app(service: Service, access: Access) -> FastAPI:
         offset, limit = body.get("offset", 0), body.get("limit", PREVIEW_PAGE)
         if not all(isinstance(n, int) and n >= 0 for n in (offset, limit)):
             raise Refused(400, '"offset" and "limit" must be whole numbers from 0')
-        lines = await whole_preview({**call, "args": args}, session.tools)
-        page = lines[offset : offset + min(limit, PREVIEW_PAGE)]
-        answer = {"call_id": call["id"], "offset": offset, "total": len(lines), "lines": page}
+        shown = await session.whole_preview({**call, "args": args})
+        page = shown.lines[offset : offset + min(limit, PREVIEW_PAGE)]
+        answer = {
+            "call_id": call["id"],
+            "offset": offset,
+            "total": len(shown.lines),
+            "lines": page,
+            "preview_id": shown.preview_id,  # what these lines show, as an approval binds it
+        }
         return JSONResponse(answer, headers=NO_STORE)
 
     # A name with a '/' in it matches no route above; say the rule rather than "Not Found".
@@ -379,13 +386,29 @@ async def turn_frames(
         yield frame
 
 
+# Told with a 428 or a 412: what an HTTP client (the inbox page does this) does next.
+LOOK_AGAIN = (
+    "; fetch the call's preview again (GET /api/admin/approvals) and approve with its preview_id"
+)
+
+
+async def bound_or_refused(session: ThreadSession, decisions: ResumeValue | AnswerValue) -> Bound:
+    """The decisions bound to the previews they answer (core.changes.binding), before
+    anything resumes: 428 for an approval that names no preview, 412 for one whose preview
+    no longer shows what is there. Never filled in from what this process showed last."""
+    try:
+        return await session.bind(resume_json(decisions))
+    except Unbound as error:
+        raise Refused(428, f"{error}{LOOK_AGAIN}") from None
+    except Stale as error:
+        raise Refused(412, f"{error}{LOOK_AGAIN}") from None
+
+
 async def resume_frames(
-    session: ThreadSession,
-    calls: Sequence[ApprovalCall | QuestionCall],
-    resume: ResumeValue | AnswerValue,
+    session: ThreadSession, calls: Sequence[ApprovalCall | QuestionCall], bound: Bound
 ) -> AsyncIterator[Frame]:
     """The admin's decisions (or answers to a question), then the run they resume."""
-    decisions = resume_json(resume)  # either kind, read as its JSON form
+    decisions = bound.value  # either kind, read as its JSON form
     for call in calls:
         if "answers" in decisions:
             kind, text = "answer", decisions["answers"][call["id"]]
@@ -394,5 +417,5 @@ async def resume_frames(
             kind = "grant" if decision.get("grant") else decision["type"]
             text = decision.get("message", "")
         yield decision_frame(Decision(call["id"], call["name"], kind, text, "admin"))
-    async for frame in run_frames(session, session.resume(decisions)):
+    async for frame in run_frames(session, session.resume(bound)):
         yield frame

@@ -55,7 +55,13 @@ def bare_call(call: ToolCall) -> dict[str, Any]:
 
 
 async def previewed(session: ThreadSession, calls: Sequence[ToolCall]) -> list[dict[str, Any]]:
-    return [{**bare_call(call), "preview": await session.preview(call)} for call in calls]
+    """Each call with its preview and the binding of what that shows (`preview_id`), which
+    an approval sends back (core.changes.binding)."""
+    found = []
+    for call in calls:
+        shown = await session.preview(call)
+        found.append({**bare_call(call), "preview": shown.lines, "preview_id": shown.preview_id})
+    return found
 
 
 async def detail(session: ThreadSession, view: ThreadView) -> dict[str, Any]:

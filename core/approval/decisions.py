@@ -3,7 +3,8 @@ of the approval contract (docs/design.md), built from what a front-end received.
 
 Two forms are accepted:
 
-    {"approved": true|false, "note": "..."}          the whole batch, the seed's simple form
+    {"approved": true|false, "note": "...",          the whole batch, the seed's simple form
+     "preview_ids": {call_id: preview_id}}           (an approval is bound to its previews)
     {"decisions": {call_id: {"type": ..., ...}}}     one decision per call, the contract's
 
 Fail closed, and stricter than the graph's own check (which turns anything malformed into a
@@ -37,6 +38,7 @@ class Decision(TypedDict):
     by: str  # core.approval.approval.PERSON_SOURCES
     grant: NotRequired[bool]  # approve: the same tool inside this folder, for the thread
     expect: NotRequired[list[Any]]  # approve, edit: the state the preview showed
+    preview_id: NotRequired[str]  # approve: the preview it answers (core.changes.binding)
     args: NotRequired[dict[str, Any]]  # edit: the arguments to run instead
     message: NotRequired[str]  # reject: the reason; respond: what the model reads
 
@@ -68,6 +70,8 @@ class DecisionError(ValueError):
 def _check_approve(decision: dict[str, Any], call: ToolCall, schemas: Schemas) -> None:
     if "grant" in decision and not isinstance(decision["grant"], bool):
         raise DecisionError(f"{call['id']}: grant must be true or false")
+    if "preview_id" in decision and not isinstance(decision["preview_id"], str):
+        raise DecisionError(f"{call['id']}: preview_id must be the string the call's preview gave")
     _check_expect(decision, call)
 
 
@@ -105,15 +109,16 @@ class DecisionType:
 
 
 DECISION_TYPES: dict[str, DecisionType] = {
-    # expect: the state the reviewer's preview showed (the `expect` of the pending call),
-    # which the write is bound to.
-    "approve": DecisionType(frozenset({"grant", "expect"}), _check_approve),
+    # preview_id: the preview the reviewer read, whose state (`expect`) the write is bound to
+    # (core.changes.binding); expect: that state itself, as this process's own front-ends
+    # carry it.
+    "approve": DecisionType(frozenset({"grant", "expect", "preview_id"}), _check_approve),
     "reject": DecisionType(frozenset({"message"}), _check_reject),
     "edit": DecisionType(frozenset({"args", "expect"}), _check_edit),
     # The person answers in the call's place: it does not run, the model reads the message.
     "respond": DecisionType(frozenset({"message"}), _check_respond),
 }
-SIMPLE_KEYS = frozenset({"approved", "note"})
+SIMPLE_KEYS = frozenset({"approved", "note", "preview_ids"})
 
 
 def check_form(body: Any) -> None:
@@ -136,6 +141,9 @@ def check_form(body: Any) -> None:
         raise DecisionError('"approved" must be true or false')
     if not isinstance(body.get("note", ""), str):
         raise DecisionError('"note" must be a string')
+    ids = body.get("preview_ids", {})
+    if not isinstance(ids, dict) or not all(isinstance(v, str) for v in ids.values()):
+        raise DecisionError('"preview_ids" must be an object of call id -> the preview_id shown')
 
 
 def check_shape(call_id: str, decision: Any) -> None:
@@ -183,7 +191,11 @@ def resume_value(body: Any, calls: Sequence[ToolCall], schemas: Schemas, *, by: 
 
 def simple(body: dict[str, Any], call: ToolCall, by: str) -> Decision:
     if body["approved"]:
-        return {"type": "approve", "by": by}
+        decision: Decision = {"type": "approve", "by": by}
+        preview = body.get("preview_ids", {}).get(call["id"])
+        if preview is not None:  # without it, the binding refuses the approval (428)
+            decision["preview_id"] = preview
+        return decision
     return {"type": "reject", "message": body.get("note", ""), "by": by}
 
 

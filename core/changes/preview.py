@@ -13,6 +13,7 @@ import json
 from collections.abc import Callable, Mapping
 from typing import Any
 
+from core.changes.intraline import blocks
 from core.changes.plans import Plan
 from core.changes.server_reads import ReadError, ask, info
 from core.changes.undo_capture import CAPTURES, capture, undo_lines
@@ -20,7 +21,6 @@ from core.text import counted
 
 PREVIEW_LINES = 40
 NEW_FILE_HEAD = 15
-LINE_WIDTH = 300
 # Folders listed to count what a delete takes; beyond this the count says "at least".
 MAX_FOLDERS_COUNTED = 200
 
@@ -75,20 +75,20 @@ async def undo_note(call: Mapping[str, Any], tools: Tools, thread_used: int) -> 
 
 
 def cut(lines: list[str], limit: int = PREVIEW_LINES) -> list[str]:
-    shown = [clip_line(line) for line in lines[:limit]]
-    if len(lines) > limit:
-        more = counted(len(lines) - limit, "more line")
+    """About `limit` lines of a preview as a screen shows them (core.changes.intraline: a
+    changed long line by its changes), then how many lines of it were left out. A changed
+    pair is never split by the cut."""
+    shown: list[str] = []
+    used = 0
+    for block, stands_for in blocks(lines):
+        if len(shown) >= limit:
+            break
+        shown += block
+        used += stands_for
+    if used < len(lines):
+        more = counted(len(lines) - used, "more line")
         shown.append(f"… {more} not shown ({len(lines):,} in all)")
     return shown
-
-
-def clip_line(line: str) -> str:
-    """A long line keeps its start and its end (where a path says where it lands), the
-    middle elided."""
-    if len(line) <= LINE_WIDTH:
-        return line
-    half = LINE_WIDTH // 2
-    return f"{line[:half]}… (+{len(line) - LINE_WIDTH:,} chars) …{line[-half:]}"
 
 
 # --- one preview per write tool --------------------------------------------------------------

@@ -65,7 +65,15 @@ def test_approve_resumes_runs_the_call_and_records_the_admin(workspace: Workspac
         with FakeLLM([write_hello(), text("Created hello.txt.")], auto_route="filesystem") as llm:
             async with serving(workspace, llm.base_url) as served:
                 await served.say("t", "create hello.txt")
-                decided = await served.decide("t", {"approved": True})
+                # A yes that names no preview binds to nothing: 428, one line, nothing runs.
+                unbound = await served.decide("t", {"approved": True})
+                assert unbound.status_code == 428, unbound.text
+                assert unbound.json()["error"].startswith(
+                    "call_1: write_file was approved without the preview it approves"
+                )
+                assert not (workspace.root / "hello.txt").exists()
+                assert len(llm.requests_with_tools()) == 1
+                decided = await served.approve_simply("t")
                 assert decided.status_code == 200, decided.text
                 shown = decided.json()
                 assert {k: shown[k] for k in ("status", "thread_id", "answer", "run")} == {
@@ -209,7 +217,7 @@ def test_tokens_fail_closed_and_nothing_pending_is_404(workspace: Workspace):
                 assert not (workspace.root / "hello.txt").exists()
 
                 # An idle thread has nothing pending either (keyed on its checkpoint).
-                assert (await served.decide("t", {"approved": True})).status_code == 200
+                assert (await served.approve_simply("t")).status_code == 200
                 assert (await served.decide("t", {"approved": True})).status_code == 404
 
     asyncio.run(scenario())
@@ -286,6 +294,7 @@ def test_per_call_decisions_reject_one_edit_another_and_stream_the_run(workspace
 BAD_BODIES = [
     ({"approved": "yes"}, '"approved" must be true or false'),
     ({"approved": True, "by": "person"}, "unknown field 'by'"),
+    ({"approved": True, "preview_ids": ["pv1-x"]}, '"preview_ids" must be an object'),
     ({}, '"approved" must be true or false'),
     ([{"approved": True}], "must be a JSON object"),
     ({"decisions": {}}, '"decisions" must be an object'),

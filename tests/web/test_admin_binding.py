@@ -8,9 +8,12 @@ from __future__ import annotations
 
 import asyncio
 
+import httpx
+
 from conftest import Workspace, tool_messages
 from fake_llm import FakeLLM, reply, text, tool_call
-from serving import ADMIN, serving
+from serving import ADMIN, JSON, ServeProcess, bound, by_request, serving, sse_events
+from web.app import opened
 
 ALLOW_DELETES = '[[rule]]\ntool = "delete"\npath = "**"\ndecision = "allow"\n'
 
@@ -36,6 +39,8 @@ def test_an_admin_reject_stays_a_no_after_the_rules_allow_the_call(workspace: Wo
 
 
 def test_an_admin_approval_is_bound_to_the_preview_it_was_served(workspace: Workspace):
+    """The binding the API served, sent back: refused with 412 once the file changed, and
+    nothing resumes; the preview served then binds a yes to the file as it is now."""
     notes = workspace.root / "notes.md"
     notes.write_text("version 1\n")
     call = tool_call("write_file", {"path": "notes.md", "content": "version 2\n"}, id="call_w")
@@ -46,12 +51,133 @@ def test_an_admin_approval_is_bound_to_the_preview_it_was_served(workspace: Work
                 await served.say("t", "update the notes")
                 listed = await served.client.get("/api/admin/approvals", headers=ADMIN)
                 [waiting] = listed.json()["approvals"]
-                assert "-version 1" in waiting["calls"][0]["preview"]
+                [seen] = waiting["calls"]
+                assert "-version 1" in seen["preview"]
                 notes.write_text("the person's own edit\n")
-                decided = await served.decide("t", {"approved": True})
+                stale = await served.decide("t", bound(seen))
+                assert stale.status_code == 412, stale.text
+                assert "not what its preview showed" in stale.json()["error"]
+                assert len(llm.requests_with_tools()) == 1  # nothing resumed
+                assert notes.read_text() == "the person's own edit\n"
+                decided = await served.approve("t")  # the preview served now: the edit's
                 assert decided.status_code == 200, decided.text
-                [answer] = tool_messages(llm.requests_with_tools()[1])
-                assert "precondition failed: 'notes.md' changed since" in answer["content"]
+                assert decided.json()["answer"] == "Told."
 
     asyncio.run(scenario())
-    assert notes.read_text() == "the person's own edit\n"
+    assert notes.read_text() == "version 2\n"
+
+
+def test_the_preview_travels_with_the_decision_past_a_chat_read_and_a_restart(
+    workspace: Workspace,
+):
+    """Issue 28, with the page's own requests against `fsagent serve`: the admin reads the
+    diff of notes.md v1; the file becomes v2; someone reads the thread over the chat API;
+    the approval the page sent until now (no binding) is 428 and the one bound to v1 is 412,
+    so v2 is never overwritten unseen; after a restart an unbound approval is 428 still, and
+    the binding of a fresh preview (v2) approves it."""
+    notes = workspace.root / "notes.md"
+    notes.write_text("version 1\n")
+    call = tool_call("write_file", {"path": "notes.md", "content": "the model's notes\n"}, "call_w")
+    script = by_request({"update the notes": [reply(tool_calls=[call]), text("Updated.")]})
+    decide_url = "/api/admin/approvals/t"
+    the_page_until_now = {"decisions": {"call_w": {"type": "approve"}}}
+
+    def approvals(url: str) -> dict:
+        listed = httpx.get(f"{url}/api/admin/approvals", headers=ADMIN, timeout=60)
+        [waiting] = listed.json()["approvals"]
+        [shown] = waiting["calls"]
+        return shown
+
+    def decide(url: str, body: dict) -> httpx.Response:
+        return httpx.post(f"{url}{decide_url}", json=body, headers={**ADMIN, **JSON}, timeout=60)
+
+    with FakeLLM(script, auto_route="filesystem") as llm:
+        served = ServeProcess(workspace, llm.base_url)
+        said = httpx.post(
+            f"{served.url}/api/threads/t/messages", json={"text": "update the notes"}, timeout=60
+        )
+        assert sse_events(said.text)[-1][1]["status"] == "pending"
+        seen = approvals(served.url)
+        assert "-version 1" in seen["preview"]
+
+        notes.write_text("version 2\n")  # another process edits the file
+        chat = httpx.get(f"{served.url}/api/threads/t", timeout=60)  # no token on loopback
+        assert chat.status_code == 200 and "-version 2" in chat.json()["pending"][0]["preview"]
+
+        unbound = decide(served.url, the_page_until_now)
+        assert unbound.status_code == 428, unbound.text
+        assert unbound.json()["error"].startswith("call_w: write_file was approved without")
+        stale = decide(served.url, bound(seen))
+        assert stale.status_code == 412, stale.text
+        assert "not what its preview showed" in stale.json()["error"]
+        assert notes.read_text() == "version 2\n"
+        assert len(llm.requests_with_tools()) == 1  # nothing resumed
+
+        fresh = approvals(served.url)
+        assert "-version 2" in fresh["preview"] and fresh["preview_id"] != seen["preview_id"]
+        served.kill()  # SIGKILL: nothing of this process is left
+        served = ServeProcess(workspace, llm.base_url)
+        again = decide(served.url, the_page_until_now)
+        assert again.status_code == 428, again.text
+        approved = decide(served.url, bound(fresh))
+        assert approved.status_code == 200, approved.text
+        assert approved.json()["answer"] == "Updated."
+        served.kill()
+
+    assert notes.read_text() == "the model's notes\n"
+
+
+def test_a_preview_id_binds_its_own_thread_call_arguments_and_state_only(workspace: Workspace):
+    """What a preview_id stands for, and nothing else: the id of an edit's preview (other
+    content for the same path), of another thread's same call, or an old id sent with the
+    state as it is now, each approves nothing (412), and the file is as it was."""
+    notes = workspace.root / "notes.md"
+    notes.write_text("version 1\n")
+    call = tool_call("write_file", {"path": "notes.md", "content": "the model's\n"}, id="call_w")
+    script = by_request(
+        {
+            "update": [reply(tool_calls=[call]), text("Updated.")],
+            "also": [reply(tool_calls=[call]), text("Also updated.")],
+        }
+    )
+
+    async def scenario() -> None:
+        with FakeLLM(script, auto_route="filesystem") as llm:
+            async with serving(workspace, llm.base_url) as served:
+                await served.say("t", "update the notes")
+                await served.say("u", "also update the notes")  # the same call id and state
+                listed = await served.client.get("/api/admin/approvals", headers=ADMIN)
+                seen = {item["thread"]: item["calls"][0] for item in listed.json()["approvals"]}
+                edited = await served.client.post(
+                    "/api/admin/approvals/t/preview",
+                    json={"call_id": "call_w", "args": {"path": "notes.md", "content": "x\n"}},
+                    headers={**ADMIN, **JSON},
+                )
+                assert "+x" in edited.json()["lines"]
+                edit_id = edited.json()["preview_id"]
+                assert edit_id != seen["t"]["preview_id"]
+
+                def approve(preview_id: str, **more: object) -> dict:
+                    decision = {"type": "approve", "preview_id": preview_id, **more}
+                    return {"decisions": {"call_w": decision}}
+
+                for thread, body in (
+                    ("t", approve(edit_id)),  # the edit's diff, not the call's
+                    ("t", approve(seen["u"]["preview_id"])),  # thread u's preview
+                ):
+                    refused = await served.decide(thread, body)
+                    assert refused.status_code == 412, refused.text
+
+                notes.write_text("version 2\n")
+                session = await opened(served.app.state.service, "t")
+                now = await session.preview(seen["t"])  # the state as it is now
+                assert now.expect is not None
+                stale = await served.decide(
+                    "t", approve(seen["t"]["preview_id"], expect=now.expect)
+                )
+                assert stale.status_code == 412, stale.text  # v1's id with v2's state
+                assert len(llm.requests_with_tools()) == 2  # nothing resumed
+                assert notes.read_text() == "version 2\n"
+
+    asyncio.run(scenario())
+    assert notes.read_text() == "version 2\n"

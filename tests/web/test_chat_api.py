@@ -9,7 +9,7 @@ import time
 
 from conftest import Workspace, tree_snapshot
 from fake_llm import FakeLLM, reply, text, tool_call
-from serving import ADMIN, JSON, kinds, serving
+from serving import ADMIN, JSON, approve_shown, kinds, serving
 
 
 def test_a_turn_streams_text_and_tool_events_and_the_thread_shows_it(workspace: Workspace):
@@ -258,7 +258,10 @@ def test_a_grant_given_by_the_admin_approves_the_next_call_in_that_folder(worksp
         with FakeLLM(script, auto_route="filesystem") as llm:
             async with serving(workspace, llm.base_url) as served:
                 await served.say("t", "write a")
-                body = {"decisions": {"call_1": {"type": "approve", "grant": True}}}
+                body = approve_shown(
+                    (await served.client.get("/api/admin/approvals", headers=ADMIN)).json(), "t"
+                )
+                body["decisions"]["call_1"]["grant"] = True
                 assert (await served.decide("t", body)).json()["run"] == "done"
                 events = await served.say("t", "write b")
                 [decision] = [data for kind, data in events if kind == "decision"]

@@ -21,7 +21,7 @@ import pytest
 
 from conftest import Workspace, tool_messages, tree_snapshot
 from fake_llm import FakeLLM, reply, text, tool_call
-from serving import ADMIN, JSON, TOKEN, ServeProcess, by_request
+from serving import TOKEN, ServeProcess, approve_over_http, by_request
 
 CHROMIUM = Path("/usr/bin/chromium")
 CHROMIUM_ARGS = [
@@ -325,13 +325,7 @@ def test_the_inbox_follows_the_server_and_reviews_as_a_reviewer_expects(
             await page.fill("#chat-text", "chat pause")
             await page.click("#chat-send")
             await page.locator("#chat-log .notice", has_text="Following the thread").wait_for()
-            decided = await asyncio.to_thread(
-                httpx.post,
-                f"{served.url}/api/admin/approvals/chat",
-                json={"approved": True},
-                headers={**ADMIN, **JSON},
-                timeout=60,
-            )
+            decided = await asyncio.to_thread(approve_over_http, served.url, "chat")
             assert decided.status_code == 200
             await page.locator("#chat-log .agent", has_text="c.txt is there now.").wait_for()
         finally:
@@ -359,3 +353,93 @@ def test_the_inbox_follows_the_server_and_reviews_as_a_reviewer_expects(
         ("c_x", "reject", "not today"),
         ("c_y", "reject", "not today"),
     ]
+
+
+def test_the_page_binds_its_yes_to_what_it_drew_and_shows_a_changed_long_line(
+    workspace: Workspace, browser: BrowserThread
+):
+    """Issue 28 in the page: a 2,000-character config line whose registry changed shows the
+    new host with its column; the notes file changes after the page drew its diff, so
+    "Approve all" is refused (412), nothing is written, and the page draws the fresh preview
+    with a notice that stays until dismissed; approved again, both files are written."""
+    old_host, new_host = "https://registry.npmjs.org/", "https://npm.evil.example/x/"
+
+    def config(registry: str) -> str:
+        before = {f"setting_{n:03}": f"value number {n}" for n in range(30)}
+        after = {f"option_{n:03}": f"choice number {n}" for n in range(30)}
+        return json.dumps({**before, "registry": registry, **after}) + "\n"
+
+    settings, notes = workspace.root / "settings.json", workspace.root / "notes.md"
+    settings.write_text(config(old_host))
+    notes.write_text("version 1\n")
+    calls = [
+        tool_call("write_file", {"path": "settings.json", "content": config(new_host)}, "c_cfg"),
+        tool_call("write_file", {"path": "notes.md", "content": "the model's notes\n"}, "c_md"),
+    ]
+    script = by_request({"point npm elsewhere": [reply(tool_calls=calls), text("Both written.")]})
+    column = config(old_host).index(old_host) + len("https://") + 1
+
+    async def review(url: str, llm: FakeLLM) -> None:
+        said = await asyncio.to_thread(
+            httpx.post,
+            f"{url}/api/threads/t/messages",
+            json={"text": "point npm elsewhere"},
+            timeout=60,
+        )
+        assert said.status_code == 200, said.text
+        page = await browser.browser.new_page()
+        page.set_default_timeout(120_000)  # two shared cores, other tests beside it
+        try:
+            await page.goto(f"{url}/")
+            await page.fill("#token-input", TOKEN)
+            await page.click("#use-token")
+            thread = page.locator('article.thread[data-thread="t"]')
+            await thread.wait_for()
+
+            # The long line by its change: both hosts on screen, the column said, elided.
+            cfg = thread.locator('.call[data-call="c_cfg"] pre.diff')
+            removed = await cfg.locator("span.del").all_inner_texts()
+            added = await cfg.locator("span.add").all_inner_texts()
+            [old_line] = [line for line in removed if old_host in line]
+            [new_line] = [line for line in added if new_host in line]
+            assert f'"registry": "{new_host}"' in new_line and f"col {column:,}" in new_line
+            assert f'"registry": "{old_host}"' in old_line and "…" in old_line
+            assert len(new_line) < 200  # the rest of the 2,000 characters left out
+            assert await cfg.locator("span.add", has_text=new_host).is_visible()
+            md = thread.locator('.call[data-call="c_md"] pre.diff')
+            assert "-version 1" in await md.inner_text()
+
+            # The file changes after the page drew it: the yes is refused, nothing runs.
+            notes.write_text("version 2\n")
+            await thread.locator("button.approve-all").click()
+            fresh = page.locator('article.thread[data-thread="t"]')
+            notice = fresh.locator(".changed")
+            await notice.wait_for()
+            assert "This changed since you looked" in await notice.inner_text()
+            assert "not what its preview showed" in await notice.inner_text()
+            await fresh.locator(
+                '.call[data-call="c_md"] span.del', has_text="-version 2"
+            ).wait_for()
+            assert notes.read_text() == "version 2\n" and settings.read_text() == config(old_host)
+            assert len(llm.requests_with_tools()) == 1  # nothing resumed
+            assert await fresh.locator("input[type=radio]:checked").count() == 0  # asked again
+
+            # The notice stays through a refresh until it is dismissed.
+            await page.click("#refresh")
+            await page.locator("#inbox-status", has_text="1 thread(s) waiting").wait_for()
+            assert await fresh.locator(".changed").is_visible()
+            await fresh.locator(".changed button.dismiss").click()
+            assert await fresh.locator(".changed").count() == 0
+
+            # Approved as it is drawn now: both written.
+            await fresh.locator("button.approve-all").click()
+            await fresh.locator(".answer", has_text="Both written.").wait_for()
+        finally:
+            await page.close()
+
+    with FakeLLM(script, auto_route="filesystem") as llm:
+        served = ServeProcess(workspace, llm.base_url, "--max-tokens", "30000")
+        browser.call(review(served.url, llm))
+        served.kill()
+    assert notes.read_text() == "the model's notes\n"
+    assert settings.read_text() == config(new_host)

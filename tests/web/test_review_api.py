@@ -19,7 +19,7 @@ import httpx
 from conftest import Workspace, tree_snapshot
 from core.threads.thread_names import THREAD_NAME_RULE
 from fake_llm import FakeLLM, reply, text, tool_call
-from serving import ADMIN, JSON, TOKEN, ServeProcess, by_request, sse_events
+from serving import ADMIN, JSON, TOKEN, ServeProcess, approve_shown, by_request, sse_events
 
 NO_LLM = "http://127.0.0.1:9/v1"
 SHORT = {"FSAGENT_SSE_KEEPALIVE": "0.2", "FSAGENT_HEADER_SECONDS": "1", "FSAGENT_BODY_SECONDS": "1"}
@@ -94,7 +94,8 @@ def test_the_api_keeps_questions_refuses_ambiguous_json_and_answers_in_the_seed_
         assert waiting["since"].startswith(time.strftime("%Y-"))
 
         # The seed's contract: the decision in `status`, the run's end in `run`.
-        approved = post(f"{url}/api/admin/approvals/w", {"approved": True})
+        ids = {call["id"]: call["preview_id"] for call in waiting["calls"]}
+        approved = post(f"{url}/api/admin/approvals/w", {"approved": True, "preview_ids": ids})
         assert approved.status_code == 200, approved.text
         body = approved.json()
         assert {k: body[k] for k in ("status", "thread_id", "answer", "run")} == {
@@ -121,10 +122,12 @@ def test_the_api_keeps_questions_refuses_ambiguous_json_and_answers_in_the_seed_
 
         # Two racing approvals: one runs the write, the other is told who decided and when.
         post(f"{url}/api/threads/race/messages", {"text": "race"}, token=False)
+        listed = httpx.get(f"{url}/api/admin/approvals", headers=ADMIN, timeout=60).json()
+        race = approve_shown(listed, "race")
         answers: list[httpx.Response] = []
 
         def approve_race() -> None:
-            answers.append(post(f"{url}/api/admin/approvals/race", {"approved": True}))
+            answers.append(post(f"{url}/api/admin/approvals/race", race))
 
         racers = [threading.Thread(target=approve_race) for _ in range(2)]
         for racer in racers:

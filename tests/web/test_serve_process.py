@@ -19,7 +19,7 @@ import pytest
 from conftest import Workspace
 from core.threads.ledger import HOLD_MARKER, TEST_HOLD_ENV
 from fake_llm import FakeLLM, reply, text, tool_call
-from serving import ADMIN, JSON, ServeProcess, sse_events
+from serving import ADMIN, ServeProcess, approve_over_http, sse_events
 
 NO_LLM = "http://127.0.0.1:9/v1"
 
@@ -45,12 +45,7 @@ def test_paused_then_killed_then_approved_after_a_restart(workspace: Workspace):
         second = ServeProcess(workspace, llm.base_url)
         listed = httpx.get(f"{second.url}/api/admin/approvals", headers=ADMIN, timeout=60)
         assert [a["thread"] for a in listed.json()["approvals"]] == ["t"]
-        decided = httpx.post(
-            f"{second.url}/api/admin/approvals/t",
-            json={"approved": True},
-            headers={**ADMIN, **JSON},
-            timeout=60,
-        )
+        decided = approve_over_http(second.url, "t")  # bound to the preview it lists
         shown = decided.json()
         assert (shown["status"], shown["thread_id"], shown["run"]) == ("approved", "t", "done")
         assert shown["answer"] == "Created hello.txt."

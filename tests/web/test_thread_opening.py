@@ -134,7 +134,10 @@ def test_a_spaced_thread_name_is_decided_over_http_and_printed_escaped(workspace
                 # The URL a client builds from the name: the path is decoded to the name.
                 decided = await served.client.post(
                     "/api/admin/approvals/my%20notes",
-                    json={"approved": True},
+                    json={
+                        "approved": True,
+                        "preview_ids": {c["id"]: c["preview_id"] for c in item["calls"]},
+                    },
                     headers={**ADMIN, **JSON},
                 )
                 assert decided.status_code == 200, decided.text

@@ -60,7 +60,7 @@ def test_serve_with_other_root_decides_a_thread_started_elsewhere_in_its_own_roo
 
         async def scenario() -> None:
             async with serving(workspace, llm.base_url, roots=(other,), other_root=True) as served:
-                decided = await served.decide("t", {"approved": True})
+                decided = await served.approve_simply("t")
                 assert decided.status_code == 200, decided.text
 
         asyncio.run(scenario())

@@ -54,7 +54,7 @@ def test_paused_at_the_terminal_approved_over_http(workspace: Workspace):
 
         async def scenario() -> None:
             async with serving(workspace, llm.base_url) as served:
-                decided = await served.decide("t", {"approved": True})
+                decided = await served.approve_simply("t")
                 shown = decided.json()
                 assert (shown["status"], shown["thread_id"], shown["run"]) == (
                     "approved",

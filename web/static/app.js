@@ -187,6 +187,7 @@ function previewView(thread, call, lines) {
     more.addEventListener("click", async () => {
       more.disabled = true;
       const whole = [];
+      const ids = new Set();
       for (let offset = 0; ; ) {
         note.textContent = `loading… ${whole.length} lines`;
         const response = await reach(`/api/admin/approvals/${encodeURIComponent(thread)}/preview`, {
@@ -201,9 +202,16 @@ function previewView(thread, call, lines) {
         }
         const page = await response.json();
         whole.push(...page.lines);
+        ids.add(page.preview_id);
         offset += page.lines.length;
         if (offset >= page.total || !page.lines.length) break;
       }
+      if (ids.size !== 1) {  // the file changed between two pages: they show no one state
+        note.textContent = "it changed while it loaded: load it again";
+        more.disabled = false;
+        return;
+      }
+      call.preview_id = [...ids][0];  // a yes now binds to the whole diff on screen
       shown = whole;
       note.textContent = `the whole diff: ${whole.length} lines`;
       more.hidden = true;
@@ -324,7 +332,9 @@ function decisionsOf(form, calls) {
     const box = form.querySelector(`.call[data-call="${CSS.escape(call.id)}"]`);
     const chosen = box.querySelector("input[type=radio]:checked");
     if (!chosen) throw new Error(`decide ${call.name} (${call.id}) first`);
-    if (chosen.value === "approve") decisions[call.id] = { type: "approve" };
+    // A yes carries the preview it answers: the server binds it to that state, never to a
+    // preview it served someone else since (issue 28), and refuses it when that changed.
+    if (chosen.value === "approve") decisions[call.id] = { type: "approve", preview_id: call.preview_id };
     else if (chosen.value === "reject" || chosen.value === "respond") {
       decisions[call.id] = { type: chosen.value, message: $(".reason", box).value };
     } else if (chosen.value === "edit") {
@@ -378,7 +388,31 @@ function resultsView(results, decisions) {
   }));
 }
 
-function threadView(item) {
+// Said with a 428 (an approval that names no preview) or a 412 (its preview no longer shows
+// what is there): the thread is drawn again from a fresh preview, and asked again.
+const LOOK_AGAIN = new Set([412, 428]);
+
+async function lookAgain(article, thread, said) {
+  const response = await reach("/api/admin/approvals");
+  const approvals = response.ok ? (await response.json()).approvals : [];
+  const fresh = approvals.find((item) => item.thread === thread);
+  if (!fresh) return false;
+  article.replaceWith(threadView(fresh, said));
+  return true;
+}
+
+function changedNotice(said) {
+  const dismiss = el("button", { type: "button", class: "dismiss", text: "Dismiss" });
+  const notice = el("div", { class: "changed error", role: "alert" },
+    el("p", { text: "⚠ This changed since you looked, or was not previewed: look again at the " +
+      "preview below and decide again. Nothing was run." }),
+    el("p", { class: "status", text: `The server said: ${said}` }),
+    dismiss);
+  dismiss.addEventListener("click", () => notice.remove());
+  return notice;
+}
+
+function threadView(item, changed = null) {
   const asking = item.kind === "question";
   const result = el("div", { class: "result" });
   const submit = el("button", {
@@ -431,8 +465,10 @@ function threadView(item) {
     });
     result.replaceChildren();
     if (!response.ok) {
+      const said = await errorText(response);
+      if (LOOK_AGAIN.has(response.status) && await lookAgain(article, item.thread, said)) return;
       submit.disabled = false;  // it can be sent again
-      result.append(el("p", { class: "error", text: await errorText(response) }));
+      result.append(el("p", { class: "error", text: said }));
       return;
     }
     const outcome = await response.json();
@@ -476,6 +512,7 @@ function threadView(item) {
       el("p", { class: "request" }, el("span", { class: "label", text: "Request " }), item.request || "(none)"),
       item.reason ? el("p", { class: "reason-said" }, el("span", { class: "label", text: "The model said " }), item.reason) : null,
       item.problem ? el("p", { class: "error", text: `Cannot resume: ${item.problem}` }) : null,
+      changed === null ? null : changedNotice(changed),
       form,
       result),
   );
