@@ -109,6 +109,16 @@ def approval_summary(mode: str, policy: Policy | None, grants: list[Grant]) -> l
     return lines
 
 
+def left_paused(thread: str, question: bool) -> str:
+    """What a session that ends at an approval or a question says: how to answer it."""
+    name = escaped(thread)
+    answer = f"fsagent approve {name} --answer TEXT" if question else f"fsagent approve {name}"
+    return (
+        f"Left paused: nothing was run. Answer it with `{answer}` (or `fsagent deny {name}`), "
+        "or open the thread again."
+    )
+
+
 @dataclass
 class Conversation:
     """One thread at the terminal: runs shown as they stream, approvals asked about.
@@ -147,7 +157,7 @@ class Conversation:
                 decisions = await self.term.ctrl_c.cancellable(asking)
             except Interrupted:
                 # Ctrl-C at a question, or while a preview was worked out.
-                self.term.say("⨯ Left paused: nothing was run. Open this thread again to answer.")
+                self.term.say(f"⨯ {left_paused(self.session.thread, question)}")
                 return CTRL_C
             except NotAnAnswer as refused:
                 where = "the question" if question else "the approval"
@@ -160,7 +170,7 @@ class Conversation:
                 self.term.event("error", text=line)
                 return PAUSED
             if decisions is None:
-                self.term.say("Left paused: nothing was run. Open this thread again to answer.")
+                self.term.say(left_paused(self.session.thread, question))
                 return PAUSED
             called = ", ".join(sorted({call["name"] for call in payload["calls"]}))
             run = self.session.resume(resume_json(decisions))
@@ -193,6 +203,7 @@ async def run_session(
     roots_note: str = "",
     show_reasoning: bool = True,
     sandbox_line: str | None = None,
+    prompt: str | None = None,
 ) -> int:
     """The read-eval loop. Returns the exit code (see agent.EXIT_CODES)."""
     # The session at a glance: the model and its context, where the agent may read and write
@@ -212,6 +223,7 @@ async def run_session(
                 strict=strict,
                 status=lines,
                 show_reasoning=show_reasoning,
+                prompt=prompt,
             )
         except asyncio.CancelledError:
             # Ctrl-C while nothing could be cut off on its own (the banner being read, a
@@ -235,6 +247,7 @@ async def _run_session(
     strict: bool,
     status: list[str],
     show_reasoning: bool,
+    prompt: str | None,
 ) -> int:
     view = await session.view()
     check_resumable(view)  # before the banner: a thread that cannot go on is the news
@@ -247,7 +260,8 @@ async def _run_session(
     grants = list(((snapshot.values if snapshot else None) or {}).get("grants") or [])
     for line in approval_summary(approve_mode, policy, grants):
         term.say(line)
-    term.say("Type a prompt; /help lists the commands; /quit or Ctrl-D ends.")
+    if not term.piped and prompt is None:  # a hint for a person at the keyboard only
+        term.say("Type a prompt; /help lists the commands; /quit or Ctrl-D ends.")
     printer = StepPrinter(term, show_reasoning=show_reasoning)
     conversation = Conversation(session, term, printer, strict=strict)
     # An undo or a run a crash cut off is finished before anything else (core.opening).
@@ -259,6 +273,11 @@ async def _run_session(
     stopped = await conversation.settle_approvals(pending)
     if stopped is not None:
         return stopped
+    if prompt is not None:  # -p: this one turn, then the session ends as a piped one would
+        stopped = await conversation.turn(prompt)
+        if stopped is not None:
+            return stopped
+        return 1 if printer.errors else 0
     return await prompt_loop(conversation)
 
 
