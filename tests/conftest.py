@@ -165,7 +165,9 @@ class RunningAgent:
 
 
 @pytest.fixture(autouse=True)
-def own_xdg_folders(tmp_path_factory: pytest.TempPathFactory, monkeypatch: pytest.MonkeyPatch) -> Path:
+def own_xdg_folders(
+    tmp_path_factory: pytest.TempPathFactory, monkeypatch: pytest.MonkeyPatch
+) -> Path:
     """Every test, and every fsagent it starts, keeps its data folder (the default thread
     store), its config file and its history in temp folders of its own, never the real
     home's."""
