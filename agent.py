@@ -800,6 +800,7 @@ async def chat(settings: Settings) -> int:
         from core.threads.thread_names import name_to_open
         from store import open_store
 
+        make_data_folder(settings.db)
         # A start that fails (LM Studio down) leaves no thread file it began behind.
         async with none_left_if_start_fails(settings.db), open_store(settings.db) as store:
             thread = await name_to_open(store, settings.thread)  # before a row is made
@@ -848,6 +849,7 @@ async def talk(roots: InRoots, session: Any, agent: Agent, launched: Launched, s
             roots=launched.roots,
             roots_note=roots.note,
             prompt=settings.prompt,
+            store=shown(settings.db) if settings.verbose else "",
         )
 
 
@@ -863,6 +865,16 @@ async def launched_in(settings: Settings, first: Launched) -> AsyncIterator[Laun
         first.process.kill()
     async with launch(settings) as again:
         yield again
+
+
+def make_data_folder(location: str) -> None:
+    """The data folder (store.location.data_location) is made when a session first keeps a
+    thread there; a --db of the person's own names a folder that must exist."""
+    from store.location import data_location
+
+    data = data_location(os.environ)
+    if Path(location) == data:
+        data.parent.mkdir(parents=True, exist_ok=True)
 
 
 @asynccontextmanager
@@ -1586,6 +1598,7 @@ async def open_service(settings: Settings, access: Access) -> AsyncIterator[Fast
         from store import open_store
         from web.app import Service, create_app
 
+        make_data_folder(settings.db)
         async with open_store(settings.db) as store:
             async with open_agent(settings, launched, store) as agent:
 

@@ -54,13 +54,18 @@ def banner(snapshot: StateSnapshot | None, tool_count: int, thread: str) -> str:
     return head + "new conversation."
 
 
-def status_line(roots: Sequence[Path | str], approve_mode: str, note: str = "") -> str:
+def status_line(
+    roots: Sequence[Path | str], approve_mode: str, note: str = "", store: str = ""
+) -> str:
     """Where the agent may read and write (with `note`: "this thread's" when they are the
-    roots the thread was started with, taken without --root), and who decides writes."""
+    roots the thread was started with, taken without --root), who decides writes, and (with
+    `store`, under --verbose) where threads are kept."""
     label = "Root" if len(roots) == 1 else "Roots"
     where = ", ".join(visible(str(root), keep="") for root in roots)
     parts = [f"{label}: {where}" + (f" ({note})" if note else "")] if roots else []
     parts.append(f"Approval: {approve_mode}")
+    if store:
+        parts.append(f"Threads: {visible(store, keep='')}")
     return " · ".join(parts)
 
 
@@ -204,12 +209,13 @@ async def run_session(
     show_reasoning: bool = True,
     sandbox_line: str | None = None,
     prompt: str | None = None,
+    store: str = "",
 ) -> int:
     """The read-eval loop. Returns the exit code (see agent.EXIT_CODES)."""
     # The session at a glance: the model and its context, where the agent may read and write
     # (and, when there is none or with --verbose, whether the kernel holds it there), and who
     # decides writes.
-    status = (model_line, status_line(roots, approve_mode, roots_note), sandbox_line)
+    status = (model_line, status_line(roots, approve_mode, roots_note, store), sandbox_line)
     lines = [line for line in status if line]
     session.hold_until_known = not term.watched
     with term.ctrl_c.installed():

@@ -190,3 +190,119 @@ def test_a_piped_session_prints_no_keyboard_hint(workspace: Workspace) -> None:
         result = workspace.run(llm.base_url, "hello\n")
     assert result.returncode == 0, result.stderr
     assert "Type a prompt" not in result.stdout and "/quit" not in result.stdout
+
+
+# --- where threads live ---------------------------------------------------------------------------
+
+
+def session(base_url: str, cwd: Path, stdin: str, *args: str, env: dict | None = None):
+    """A piped session with no --db, started in `cwd` (the agent's root)."""
+    return subprocess.run(
+        [sys.executable, str(AGENT), "--base-url", base_url, "--thread", "t", *args],
+        input=stdin,
+        capture_output=True,
+        text=True,
+        timeout=60,
+        cwd=cwd,
+        env={**agent_env(), **(env or {})},
+    )
+
+
+def test_threads_live_in_the_data_folder_and_every_folder_sees_them(
+    tmp_path: Path, own_xdg_folders: Path, capsys, monkeypatch
+) -> None:
+    data = own_xdg_folders / "data" / "fsagent" / "threads.db"
+    first, second = tmp_path / "first", tmp_path / "second"
+    first.mkdir()
+    second.mkdir()
+    with FakeLLM([text("Hi.")], auto_route="filesystem") as llm:
+        result = session(llm.base_url, first, "hello\n", "--verbose")
+    assert result.returncode == 0, result.stderr
+    assert data.is_file() and not (first / "threads.db").exists()
+    assert f"Threads: {data}" in result.stdout  # --verbose's status line names the file
+    monkeypatch.chdir(second)
+    code, out, _ = run_main(["threads"], capsys)
+    assert code == 0 and out.splitlines()[1].split()[0] == "t"
+
+
+def test_a_threads_db_here_is_still_used_with_a_note_on_moving_it(
+    tmp_path: Path, own_xdg_folders: Path, capsys, monkeypatch
+) -> None:
+    here = tmp_path / "project"
+    here.mkdir()
+    with FakeLLM([text("Hi.")], auto_route="filesystem") as llm:
+        made = session(llm.base_url, here, "hello\n", "--db", str(here / "threads.db"))
+    assert made.returncode == 0, made.stderr
+    monkeypatch.chdir(here)
+    code, out, err = run_main(["threads"], capsys)
+    data = own_xdg_folders / "data" / "fsagent" / "threads.db"
+    assert code == 0 and out.splitlines()[1].split()[0] == "t"
+    assert err.splitlines() == [
+        f"fsagent: using {here / 'threads.db'}, found in this folder; to see its threads from "
+        f"every folder, move it: mkdir -p {data.parent} && mv {here / 'threads.db'} {data} "
+        f"(or pass --db {here / 'threads.db'})"
+    ]
+    assert not data.exists()
+
+
+def test_db_and_fsagent_db_override_the_config_file(
+    tmp_path: Path, own_xdg_folders: Path, capsys, monkeypatch
+) -> None:
+    config = own_xdg_folders / "config" / "fsagent" / "config.toml"
+    config.parent.mkdir(parents=True)
+    config.write_text(f'db = "{tmp_path / "configured.db"}"\n')
+    _, out, _ = run_main(["threads"], capsys)
+    assert out == f"No threads in {tmp_path / 'configured.db'} (the file does not exist yet).\n"
+    monkeypatch.setenv("FSAGENT_DB", str(tmp_path / "env.db"))
+    _, out, _ = run_main(["threads"], capsys)
+    assert out == f"No threads in {tmp_path / 'env.db'} (the file does not exist yet).\n"
+    _, out, _ = run_main(["threads", "--db", str(tmp_path / "flag.db")], capsys)
+    assert out == f"No threads in {tmp_path / 'flag.db'} (the file does not exist yet).\n"
+
+
+# --- the config file ------------------------------------------------------------------------------
+
+
+def test_the_config_file_sets_the_server_the_model_the_mode_and_the_reply_limit(
+    workspace: Workspace, own_xdg_folders: Path
+) -> None:
+    config = own_xdg_folders / "config" / "fsagent" / "config.toml"
+    config.parent.mkdir(parents=True)
+    script = [write_hello(), text("Created hello.txt.")]
+    with FakeLLM(script, models=("small", "big"), auto_route="filesystem") as llm:
+        config.write_text(
+            f'base_url = "{llm.base_url}"\nmodel = "big"\napprove = "yes"\nmax_tokens = 77\n'
+        )
+        result = subprocess.run(
+            [sys.executable, str(AGENT), "--root", str(workspace.root), "--db", str(workspace.db),
+             "-p", "create hello.txt"],
+            capture_output=True, text=True, timeout=60, cwd=workspace.root, env=agent_env(),
+        )  # fmt: skip
+        requests, agent_requests = llm.requests, llm.requests_with_tools()
+    assert result.returncode == 0, result.stderr
+    assert (workspace.root / "hello.txt").read_text() == "hello"  # approve = "yes"
+    assert {r["model"] for r in requests} == {"big"}
+    assert {r.get("max_tokens") for r in agent_requests} == {77}  # the router's is its own
+
+
+@pytest.mark.parametrize(
+    ("content", "says"),
+    [
+        ("model = \n", "not valid TOML (Invalid value (at line 1, column 9))"),
+        ('modle = "x"\n', "modle: not a setting fsagent knows (it knows base_url, model, db, "
+         "approve, max_tokens)"),
+        ("max_tokens = \"many\"\n", "max_tokens: 'many' is not a whole number of tokens"),
+        ("max_tokens = true\n", "max_tokens: True is not a whole number of tokens"),
+        ('approve = "always"\n', "approve: 'always' is not one of ask, yes, no"),
+        ("base_url = 5\n", "base_url: 5 is not a string"),
+    ],
+)  # fmt: skip
+def test_a_bad_config_file_is_one_line_naming_the_file_and_the_key(
+    content: str, says: str, own_xdg_folders: Path, capsys, tmp_path: Path
+) -> None:
+    config = own_xdg_folders / "config" / "fsagent" / "config.toml"
+    config.parent.mkdir(parents=True)
+    config.write_text(content)
+    code, out, err = run_main(["--db", str(tmp_path / "t.db"), "threads"], capsys)
+    assert (code, out) == (2, "")
+    assert err.splitlines() == [f"fsagent: {config}: {says}; fix it or remove it"]
