@@ -306,3 +306,21 @@ def test_a_bad_config_file_is_one_line_naming_the_file_and_the_key(
     code, out, err = run_main(["--db", str(tmp_path / "t.db"), "threads"], capsys)
     assert (code, out) == (2, "")
     assert err.splitlines() == [f"fsagent: {config}: {says}; fix it or remove it"]
+
+
+# --- errors name the server in use ----------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("flavour", "name"),
+    [("ollama", "Ollama"), ("llamacpp", "llama.cpp"), ("openai", "the model server")],
+)
+def test_a_server_error_names_the_kind_of_server_in_use(
+    flavour: str, name: str, workspace: Workspace
+) -> None:
+    failing = reply(status=500, error="out of memory")
+    with FakeLLM([text("general"), failing], flavour=flavour, context=8192) as llm:
+        result = workspace.run(llm.base_url, "hello\n")
+        url = llm.base_url
+    assert f"error: {name} at {url} answered 500: out of memory" in result.stdout
+    assert "LM Studio" not in result.stdout + result.stderr
