@@ -21,8 +21,9 @@ from core.context.models import ModelChoice
 from core.context.summary import Summary
 from core.opening import check_resumable, recover
 from core.session import ThreadSession
-from core.text import counted, format_call, visible
+from core.text import NOTE_MARK, clip, counted, format_call, visible
 from core.threads import events
+from core.threads.messages import content_text
 from core.threads.thread_names import escaped
 from core.threads.threads import INTERRUPTED, pending_approval
 from terminal.console import Terminal, put
@@ -86,6 +87,27 @@ def model_line(choice: ModelChoice, context: ContextKeeper, *, verbose: bool = F
         f"{head}; replies up to {context.max_tokens} tokens, "
         f"tools and instructions ~{context.fixed_tokens}"
     )
+
+
+def recap_line(snapshot: StateSnapshot | None) -> str | None:
+    """Where a resumed thread was: the person's last prompt, clipped, and the first line of
+    the answer to it (a paused thread's banner says what it waits on instead)."""
+    values = (snapshot.values if snapshot is not None else None) or {}
+    messages = list(values.get("messages") or [])
+    asked = [
+        n
+        for n, m in enumerate(messages)
+        if m.type == "human" and not content_text(m.content).startswith(NOTE_MARK)
+    ]
+    if not asked:
+        return None
+    prompt = " ".join(content_text(messages[asked[-1]].content).split())
+    recap = f"Last: you> {clip(prompt, 70)}"
+    answers = [m for m in messages[asked[-1] + 1 :] if m.type == "ai" and content_text(m.content)]
+    if answers and not pending_approval(snapshot):
+        first = (content_text(answers[-1].content).strip().splitlines() or [""])[0]
+        recap += f" · agent> {clip(first, 70)}"
+    return recap
 
 
 def summary_line(snapshot: StateSnapshot | None) -> str | None:
@@ -260,7 +282,7 @@ async def _run_session(
     snapshot = view.snapshot if view is not None else None
     # A thread waiting for approval says so first: its calls are what matters now.
     term.say(banner(snapshot, tool_count, escaped(session.thread)))
-    for extra in (*status, summary_line(snapshot)):
+    for extra in (recap_line(snapshot), *status, summary_line(snapshot)):
         if extra:
             term.say(extra)
     grants = list(((snapshot.values if snapshot else None) or {}).get("grants") or [])

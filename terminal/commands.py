@@ -23,7 +23,7 @@ from core.approval.questions import QUESTION_KIND, QuestionCall
 from core.context.summary import Summary
 from core.errors import StartupError, ThreadError
 from core.session import ThreadSession
-from core.text import counted, format_call, format_result, json_visible, visible
+from core.text import NOTE_MARK, counted, format_call, format_result, json_visible, visible
 from core.threads.messages import content_text
 from core.threads.thread_names import escaped
 from core.threads.threads import (
@@ -92,7 +92,10 @@ async def show_thread(app: Graph, name: str) -> int:
     put(f"Thread '{escaped(name)}': {counted(len(view.messages), 'message')}, {status_text(view)}")
     for message in view.messages:
         if isinstance(message, HumanMessage):
-            put(f"you> {content_text(message.content)}")
+            said = content_text(message.content)
+            # fsagent's own note (an undo's) is not the person's words.
+            mine = said.startswith(NOTE_MARK)
+            put(f"fsagent> {said.removeprefix(NOTE_MARK)}" if mine else f"you> {said}")
         elif isinstance(message, AIMessage):
             if message.content:
                 put(f"agent> {content_text(message.content)}")

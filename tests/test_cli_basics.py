@@ -324,3 +324,18 @@ def test_a_server_error_names_the_kind_of_server_in_use(
         url = llm.base_url
     assert f"error: {name} at {url} answered 500: out of memory" in result.stdout
     assert "LM Studio" not in result.stdout + result.stderr
+
+
+def test_a_resumed_thread_recaps_the_last_exchange(workspace: Workspace) -> None:
+    script = [text("Hi there.\nA second line."), write_hello()]
+    with FakeLLM(script, auto_route="filesystem") as llm:
+        first = workspace.run(llm.base_url, "hello " + "x" * 100 + "\n")
+        again = workspace.run(llm.base_url, "")
+        workspace.run(llm.base_url, "create hello.txt\n")  # left paused at the write
+        paused = workspace.run(llm.base_url, "")
+    assert first.returncode == 0, first.stderr
+    assert f"Last: you> hello {'x' * 64}… (+36 chars) · agent> Hi there." in again.stdout
+    assert "A second line" not in again.stdout
+    # Paused, it recaps the prompt; the banner says what the thread waits on.
+    assert "Last: you> create hello.txt\n" in paused.stdout
+    assert "paused: waiting for your approval of write_file" in paused.stdout
