@@ -16,6 +16,7 @@ from langgraph.types import StateSnapshot
 from core.approval.decisions import AnswerValue, ResumeValue, resume_json
 from core.approval.policy import Grant, Policy
 from core.approval.questions import QUESTION_KIND, Pause
+from core.context.budget import estimate_text
 from core.context.context import ContextKeeper
 from core.context.models import ModelChoice
 from core.context.summary import Summary
@@ -35,6 +36,8 @@ from terminal.steps import StepPrinter, show_run
 from terminal.undo import undo_command  # noqa: F401  (imported, it registers /undo)
 
 QUIT_WORDS = frozenset({"quit", "exit"})
+# A prompt this big, to a model of unknown context, is warned about once (~32k tokens).
+BIG_PROMPT_TOKENS = 32_000
 CTRL_C = 130  # the exit code of a session Ctrl-C ended, as a shell reports it
 PAUSED = 3  # stopped with an approval pending or an answer refused
 
@@ -156,6 +159,7 @@ class Conversation:
     term: Terminal
     printer: StepPrinter
     strict: bool = False
+    warned_big: bool = False  # warn_unknown_context said it once
 
     @property
     def first_activity(self) -> str:
@@ -209,7 +213,24 @@ class Conversation:
             payload = self.session.paused_on
         return None
 
+    def warn_unknown_context(self, prompt: str) -> None:
+        """Once a session: a big prompt sent to a model whose context no one said may be
+        cut by the server (Ollama cuts silently) or refused after a long wait."""
+        context = self.session.context
+        if self.warned_big or context is None or context.budget is not None:
+            return
+        tokens = estimate_text(prompt)
+        if tokens > BIG_PROMPT_TOKENS:
+            self.warned_big = True
+            warning = (
+                f"this prompt is ~{tokens:,} tokens and the model's context is unknown; "
+                "the server may cut or refuse it (pass --context-length N to have it checked)"
+            )
+            self.term.say(f"⚠ {warning}")
+            self.term.event("warning", text=warning)
+
     async def turn(self, prompt: str) -> int | None:
+        self.warn_unknown_context(prompt)
         self.term.event("prompt", text=prompt)
         stopped = await self.show_run(self.session.turn(prompt), self.first_activity)
         if stopped is not None:

@@ -339,3 +339,32 @@ def test_a_resumed_thread_recaps_the_last_exchange(workspace: Workspace) -> None
     # Paused, it recaps the prompt; the banner says what the thread waits on.
     assert "Last: you> create hello.txt\n" in paused.stdout
     assert "paused: waiting for your approval of write_file" in paused.stdout
+
+
+# --- a huge paste ---------------------------------------------------------------------------------
+
+
+def test_a_huge_prompt_is_echoed_as_its_size_and_warned_about_once(workspace: Workspace) -> None:
+    huge = "word " * 30_000  # 150,000 bytes on one line: ~50,000 estimated tokens
+    with FakeLLM([text("Read it."), text("Again.")], auto_route="filesystem") as llm:
+        result = workspace.run(llm.base_url, f"{huge}\n{huge}\n")
+        sent = [m["content"] for r in llm.requests_with_tools() for m in r["messages"]
+                if m.get("role") == "user"]  # fmt: skip
+    assert result.returncode == 0, result.stderr
+    assert result.stdout.count("you> pasted 1 line (146 KB)") == 2
+    assert "word word word" not in result.stdout
+    warnings = [line for line in result.stdout.splitlines() if "context is unknown" in line]
+    assert warnings == [
+        "⚠ this prompt is ~50,000 tokens and the model's context is unknown; the server may "
+        "cut or refuse it (pass --context-length N to have it checked)"
+    ]
+    assert huge.strip() in [str(content).strip() for content in sent]  # sent whole
+
+
+def test_a_paste_that_cannot_fit_a_known_context_is_not_sent(workspace: Workspace) -> None:
+    with FakeLLM([text("never")], flavour="llamacpp", context=4096) as llm:
+        result = workspace.run(llm.base_url, "x" * 50_000 + "\n")
+        assert [r for r in llm.requests if "x" * 100 in str(r)] == []
+    assert "you> pasted 1 line (49 KB)" in result.stdout
+    assert "context is unknown" not in result.stdout
+    assert "does not fit" in result.stdout + result.stderr, result.stdout
