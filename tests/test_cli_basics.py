@@ -114,7 +114,12 @@ def test_help_says_what_the_reply_limit_really_is(capsys) -> None:
 
 @pytest.mark.parametrize(
     "argv",
-    [["threads", "show"], ["threads", "rm"], ["--thread", "bad name", "threads", "show"]],
+    [
+        ["threads", "show"],
+        ["threads", "rm"],
+        ["threads", "show", "t", "extra"],
+        ["-p", "hello", "threads"],
+    ],
 )
 def test_every_usage_error_exits_2(argv: list[str], capsys, tmp_path: Path) -> None:
     code, _, err = run_main(["--db", str(tmp_path / "threads.db"), *argv], capsys)
