@@ -179,7 +179,7 @@ def build_parser() -> argparse.ArgumentParser:
         description="A terminal agent for a local LLM that changes files only with your consent.",
         epilog=EXIT_CODES,
     )
-    parser.add_argument("--version", action="version", version=f"fsagent {package_version()}")
+    parser.add_argument("--version", action=VersionAction)
     parser.add_argument(
         "-p",
         "--prompt",
@@ -378,6 +378,22 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
+SUPPRESS = argparse.SUPPRESS
+
+
+class VersionAction(argparse.Action):
+    """--version, read only when asked: importlib.metadata alone costs --help ~0.1 s."""
+
+    def __init__(self, option_strings: list[str], dest: str = SUPPRESS, **kwargs: Any) -> None:
+        super().__init__(
+            option_strings, dest, nargs=0, default=SUPPRESS, help="print fsagent's version"
+        )
+
+    def __call__(self, parser: argparse.ArgumentParser, *args: Any, **kwargs: Any) -> None:
+        print(f"fsagent {package_version()}")
+        parser.exit()
+
+
 def package_version() -> str:
     """The installed distribution's version (pyproject.toml's); a checkout run without
     installing it reads pyproject.toml itself."""
@@ -390,9 +406,6 @@ def package_version() -> str:
 
         pyproject = Path(__file__).resolve().parent / "pyproject.toml"
         return str(tomllib.loads(pyproject.read_text(encoding="utf-8"))["project"]["version"])
-
-
-SUPPRESS = argparse.SUPPRESS
 
 
 class Options(Protocol):
