@@ -43,8 +43,10 @@ acl:
 	  export DEBIAN_FRONTEND=noninteractive; \
 	  apt-get update -qq && apt-get install -y -qq --no-install-recommends acl >/dev/null; }
 
+# In a clone, threads are kept at its top (an installed fsagent keeps them in the data folder,
+# $XDG_DATA_HOME/fsagent); FSAGENT_DB or --db in ARGS still say otherwise.
 run: $(STAMP)
-	$(VENV)/bin/fsagent $(ARGS)
+	FSAGENT_DB="$${FSAGENT_DB:-$(CURDIR)/threads.db}" $(VENV)/bin/fsagent $(ARGS)
 
 $(CHROMIUM):
 	-@echo "make: installing Debian's chromium for the browser test" && \

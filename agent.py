@@ -28,17 +28,19 @@ import asyncio
 import dataclasses
 import functools
 import importlib
+import io
 import os
+import re
 import threading
-from collections.abc import AsyncIterator, Callable
+from collections.abc import AsyncIterator, Callable, Mapping
 from contextlib import asynccontextmanager, nullcontext, suppress
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Literal
+from typing import TYPE_CHECKING, Any, Literal, NoReturn, Protocol
 
 from core.errors import ReplayMismatch, StartupError, ThreadError, first_leaf
 from store.errors import StoreError, ThreadBusy, failure_of
-from store.location import from_environment, normalise, same_location, shown
+from store.location import normalise, same_location, shown
 
 if TYPE_CHECKING:
     from fastapi import FastAPI
@@ -65,10 +67,12 @@ APPROVE_MODES: tuple[ApproveMode, ...] = ("ask", "yes", "no")
 ConstrainMode = Literal["auto", "on", "off"]
 CONSTRAIN_MODES: tuple[ConstrainMode, ...] = ("auto", "on", "off")
 
+# One table, in --help's epilog and in README ("Exit codes").
 EXIT_CODES = (
-    "exit codes: 0 finished; 1 error during the run; 2 cannot start (bad flags, LM Studio "
-    "unreachable, bad policy or database); 3 stopped with an approval pending or an answer "
-    "refused; 4 replay mismatch; 130 ended by Ctrl-C."
+    "exit codes: 0 finished; 1 error during the run; 2 cannot start (a usage error: a bad "
+    "flag, command or thread name; the model server unreachable; a bad config, rules file or "
+    "database); 3 stopped with an approval pending or an answer refused; 4 replay mismatch; "
+    "130 ended by Ctrl-C."
 )
 
 
@@ -82,6 +86,7 @@ class Settings:
     roots_given: bool = False  # --root was given; else a thread acts in its own roots
     other_root: bool = False  # act in --root although the thread was started in others
     db: str = field(default_factory=lambda: str(Path.cwd() / "threads.db"))  # path or URL
+    db_note: str = ""  # said once on stderr: a ./threads.db found here, and how to move it
     thread: str = "default"
     verbose: bool = False
     read_only: bool = False
@@ -100,6 +105,7 @@ class Settings:
     hide_reasoning: bool = False
     text_calls: bool = True  # read tool calls a model wrote as text (core.context.text_calls)
     constrain_calls: ConstrainMode = "auto"  # calls fit a JSON schema (core.context.constrained)
+    prompt: str | None = None  # -p: one turn, printed, then exit
 
 
 @dataclass(frozen=True)
@@ -115,25 +121,100 @@ class ServeSettings:
 
 # --- the parser --------------------------------------------------------------------------------
 
+# Each option's value when it is not given. Every option is parsed with SUPPRESS defaults, so
+# what a namespace holds is what the person typed; the config file and FSAGENT_* variables fill
+# in the None ones (settings_from_args), these the rest.
+OPTION_DEFAULTS: dict[str, Any] = {
+    "base_url": None, "model": None, "root": None, "other_root": False, "db": None,
+    "thread": None, "read_only": False, "require_kernel_sandbox": False, "approve": None,
+    "policy": None, "verbose": False, "plain": False, "strict": False, "transcript": None,
+    "context_length": None, "max_tokens": None, "hide_reasoning": False,
+    "no_text_calls": False, "record": None, "replay": None, "prompt": None,
+    "constrain_calls": None,
+}  # fmt: skip
+
+
+class Parser(argparse.ArgumentParser):
+    """argparse, with every usage error in one line (what, and where to look) and exit 2,
+    never the usage block; a mistyped command gets the nearest one, a prompt typed without
+    -p is told about -p."""
+
+    def error(self, message: str) -> NoReturn:
+        refused = UNKNOWN_COMMAND.match(message)
+        if refused and self.prog == "fsagent":
+            usage_error(unknown_command(refused["value"], list(COMMAND_NAMES)))
+        command = self.prog.removeprefix("fsagent").strip()
+        usage_error(f"{command + ': ' if command else ''}{message} (see {self.prog} --help)")
+
+
+def usage_error(line: str) -> NoReturn:
+    """A usage error: its one line on stderr, exit 2."""
+    print(f"fsagent: {line}", file=sys.stderr)
+    raise SystemExit(2)
+
+
+# argparse's wording for a word that is no command (Python 3.11 to 3.13).
+UNKNOWN_COMMAND = re.compile(r"argument COMMAND: invalid choice: (?P<value>'.*?'|\".*?\")")
+COMMAND_NAMES = (
+    "threads", "approvals", "approve", "deny", "undo", "audit", "serve", "regress", "migrate-db",
+)  # fmt: skip
+
+
+def unknown_command(quoted: str, commands: list[str]) -> str:
+    import ast
+    import difflib
+    import shlex
+
+    word = str(ast.literal_eval(quoted))  # argparse shows it as repr() does
+    close = difflib.get_close_matches(word, commands, n=1)
+    if close and " " not in word.strip():
+        return f"unknown command '{word}'; did you mean '{close[0]}'?"
+    return f"unknown command '{word}'; to send it as a prompt: fsagent -p {shlex.quote(word)}"
+
 
 def build_parser() -> argparse.ArgumentParser:
     """`fsagent [options]` talks; `fsagent COMMAND [options]` works on the thread store.
 
-    Every command takes the agent's options, before or after its name; those given after the
-    name are parsed with SUPPRESS defaults so they never overwrite those given before it.
+    After its name a command takes only the options it uses (its --help lists those); any
+    option may come before the name, as a shared setting each command reads only if it uses
+    it (as the FSAGENT_* variables are).
     """
-    parser = argparse.ArgumentParser(
+    parser = Parser(
         prog="fsagent",
         description="A terminal agent for a local LLM that changes files only with your consent.",
         epilog=EXIT_CODES,
     )
-    add_agent_options(parser)
+    parser.add_argument("--version", action=VersionAction)
+    parser.add_argument(
+        "-p",
+        "--prompt",
+        default=argparse.SUPPRESS,
+        metavar="PROMPT",
+        help="send one prompt, print the run, exit (exit codes as a piped run; approvals are "
+        "asked at a terminal, follow --approve in a pipe)",
+    )
+    for add in OPTION_GROUPS:
+        add(parser)
     parser.set_defaults(run=chat_command)
-    commands = parser.add_subparsers(title="commands", metavar="COMMAND")
+    store_options = (add_db_option, add_verbose_option)
+    commands = parser.add_subparsers(
+        title="commands", metavar="COMMAND", dest="command", parser_class=Parser
+    )
 
-    def command(name: str, help: str, run: Callable[[argparse.Namespace, Settings], int]) -> Any:
+    def command(
+        name: str,
+        help: str,
+        run: Callable[[argparse.Namespace, Settings], int],
+        *options: Callable[[Options], None],
+    ) -> Any:
         sub = commands.add_parser(name, help=help, description=help, epilog=EXIT_CODES)
-        add_agent_options(sub, suppress=True)
+        for add in options:
+            add(sub)
+        # The others are parsed too (so `--transcript x.jsonl` is read as one option and its
+        # value), kept out of the command's --help, and refused when given.
+        for add in OPTION_GROUPS:
+            if add not in options:
+                add(Hidden(sub))
         sub.set_defaults(run=run)
         return sub
 
@@ -155,12 +236,19 @@ def build_parser() -> argparse.ArgumentParser:
     )
 
     audit = command(
-        "audit", "print every approval decision (who decided what, and why)", audit_command
+        "audit",
+        "print every approval decision (who decided what, and why)",
+        audit_command,
+        *store_options,
+        add_thread_option,
     )
     audit.add_argument("--json", action="store_true", help="print the rows as a JSON array")
 
     threads = command(
-        "threads", "list threads; show, rm or reset one (threads show NAME)", threads_command
+        "threads",
+        "list threads; show, rm or reset one (threads show NAME)",
+        threads_command,
+        *store_options,
     )
     threads.add_argument(
         "action",
@@ -173,23 +261,32 @@ def build_parser() -> argparse.ArgumentParser:
     threads.add_argument("name", nargs="?", help="the thread, for show, rm and reset")
     threads.add_argument("-y", "--yes", action="store_true", help="rm without asking")
 
-    command("approvals", "list every pending approval in the thread file", approvals_command)
+    command(
+        "approvals",
+        "list every pending approval in the thread file",
+        approvals_command,
+        *store_options,
+    )
 
     migrate = command(
         "migrate-db",
         "copy every thread, with its pending approvals, ledger and audit, from one store to "
         "another (a SQLite file to Postgres, or back)",
         migrate_db_command,
+        add_verbose_option,
     )
     migrate.add_argument("source", metavar="FROM", help="a SQLite file or a postgresql:// URL")
     migrate.add_argument(
         "target", metavar="TO", help="a SQLite file or a postgresql:// URL (created when new)"
     )
 
+    # approve and deny run the thread on: the model, its tools and the approval mode.
+    resuming = (*store_options, add_model_options, add_root_options, add_approve_option)
     approve = command(
         "approve",
         "approve a waiting thread's calls from any shell; the thread runs on",
         approve_command,
+        *resuming,
     )
     approve.add_argument("name", help="the waiting thread")
     approve.add_argument(
@@ -217,6 +314,7 @@ def build_parser() -> argparse.ArgumentParser:
         "deny",
         "reject a waiting thread's calls from any shell; the model is told why",
         deny_command,
+        *resuming,
     )
     deny.add_argument("name", help="the waiting thread")
     deny.add_argument(
@@ -232,8 +330,10 @@ def build_parser() -> argparse.ArgumentParser:
     undo = command(
         "undo",
         "take back the last turn's approved changes (or a call's, or a turn's); shows the "
-        "diffs and asks first (needs the MCP server, not LM Studio)",
+        "diffs and asks first (needs the MCP server, not the model server)",
         undo_command,
+        *store_options,
+        add_root_options,
     )
     undo.add_argument("name", help="the thread")
     which = undo.add_mutually_exclusive_group()
@@ -249,6 +349,8 @@ def build_parser() -> argparse.ArgumentParser:
         "serve the agent over HTTP: a chat API, an admin API for approvals (bearer token "
         "from FSAGENT_ADMIN_TOKEN) and an inbox page at /",
         serve_command,
+        *resuming,
+        add_read_only_option,
     )
     serve.add_argument(
         "--host",
@@ -281,105 +383,105 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
-def add_agent_options(parser: argparse.ArgumentParser, *, suppress: bool = False) -> None:
-    def default(value: Any) -> Any:
-        return argparse.SUPPRESS if suppress else value
+SUPPRESS = argparse.SUPPRESS
 
+
+class VersionAction(argparse.Action):
+    """--version, read only when asked: importlib.metadata alone costs --help ~0.1 s."""
+
+    def __init__(self, option_strings: list[str], dest: str = SUPPRESS, **kwargs: Any) -> None:
+        super().__init__(
+            option_strings, dest, nargs=0, default=SUPPRESS, help="print fsagent's version"
+        )
+
+    def __call__(self, parser: argparse.ArgumentParser, *args: Any, **kwargs: Any) -> None:
+        print(f"fsagent {package_version()}")
+        parser.exit()
+
+
+def package_version() -> str:
+    """The installed distribution's version (pyproject.toml's); a checkout run without
+    installing it reads pyproject.toml itself."""
+    from importlib.metadata import PackageNotFoundError, version
+
+    try:
+        return version("fsagent")
+    except PackageNotFoundError:
+        import tomllib
+
+        pyproject = Path(__file__).resolve().parent / "pyproject.toml"
+        return str(tomllib.loads(pyproject.read_text(encoding="utf-8"))["project"]["version"])
+
+
+class Options(Protocol):
+    """Where options are added: a parser, or `Hidden`."""
+
+    def add_argument(self, *names: str, **kwargs: Any) -> argparse.Action: ...
+
+    def add_mutually_exclusive_group(self, *, required: bool = False) -> Any: ...
+
+
+FOREIGN = "foreign:"  # the dest prefix of an option given after a command that does not take it
+
+
+@dataclass
+class Hidden:
+    """Options a command parses but does not take: out of its --help, and stored apart
+    (FOREIGN), so that one given after the command's name is refused (parse_command_line)
+    while the same option given before the name, for every command, is not."""
+
+    target: Any  # a parser, or a group of one
+
+    def add_argument(self, *names: str, **kwargs: Any) -> argparse.Action:
+        flag = max(names, key=len)
+        dest = FOREIGN + flag
+        action: argparse.Action = self.target.add_argument(
+            *names, **{**kwargs, "help": SUPPRESS, "dest": dest}
+        )
+        return action
+
+    def add_mutually_exclusive_group(self, *, required: bool = False) -> Hidden:
+        # No group: options refused anyway need none, and a group of hidden options alone
+        # trips argparse's usage formatter (an AssertionError in Python 3.11).
+        return self
+
+
+def add_verbose_option(parser: Options) -> None:
     parser.add_argument(
-        "--base-url",
-        default=default(os.environ.get("FSAGENT_BASE_URL", DEFAULT_BASE_URL)),
-        help="LM Studio's OpenAI-compatible server (env FSAGENT_BASE_URL; "
-        f"default {DEFAULT_BASE_URL})",
+        "--verbose", action="store_true", default=SUPPRESS, help="show tracebacks and server logs"
     )
-    parser.add_argument(
-        "--model",
-        default=default(os.environ.get("FSAGENT_MODEL")),
-        help="model name (env FSAGENT_MODEL; default: the chat model the server has loaded)",
-    )
-    parser.add_argument(
-        "--root",
-        action="append",
-        type=root_path,
-        default=default(None),
-        metavar="DIR",
-        help="a folder the agent may use (repeatable; default: the current folder)",
-    )
-    parser.add_argument(
-        "--other-root",
-        action="store_true",
-        default=default(False),
-        help="act in the --root given although the thread was started with other roots "
-        "(without it: asked at a terminal, refused from a pipe)",
-    )
+
+
+def add_db_option(parser: Options) -> None:
     parser.add_argument(
         "--db",
-        default=default(from_environment(os.environ)),
+        default=SUPPRESS,
         metavar="PATH|URL",
         help="where threads are kept: a SQLite file, or a postgresql:// URL shared by any "
         "number of fsagent processes (env FSAGENT_DB, or DATABASE_URL when it is a "
-        "postgresql:// URL; default ./threads.db)",
+        "postgresql:// URL; then the config file's db; then ./threads.db if there is one; "
+        "default $XDG_DATA_HOME/fsagent/threads.db, ~/.local/share/fsagent/threads.db)",
     )
-    # None, not "default", so a command can tell "no --thread" (every thread) from a name.
+
+
+def add_model_options(parser: Options) -> None:
     parser.add_argument(
-        "--thread", default=default(None), help="conversation name (default: default)"
-    )
-    parser.add_argument(
-        "--read-only",
-        action="store_true",
-        default=default(False),
-        help="offer the model no write tool at all (the server registers none)",
-    )
-    parser.add_argument(
-        "--require-kernel-sandbox",
-        action="store_true",
-        default=default(False),
-        help="refuse to start unless the kernel holds the MCP server to the roots (Landlock, "
-        "Linux 5.13+); without it the server's own checks alone do",
+        "--base-url",
+        default=SUPPRESS,
+        help="the model server's OpenAI-compatible URL: LM Studio, llama.cpp or Ollama (env "
+        f"FSAGENT_BASE_URL, or the config file's base_url; default {DEFAULT_BASE_URL}; "
+        "http:// is assumed without a scheme, /v1 without a path)",
     )
     parser.add_argument(
-        "--approve",
-        choices=APPROVE_MODES,
-        default=default("ask"),
-        help="who decides writes that no rule decides: ask you (default), yes to all, "
-        "or no to all (read-only sessions, CI); a deny rule holds in every mode",
-    )
-    parser.add_argument(
-        "--policy",
-        type=Path,
-        default=default(None),
-        metavar="FILE",
-        help="approval rules (TOML, [[rule]] tables; default: fsagent.toml in the first root)",
-    )
-    parser.add_argument(
-        "--verbose",
-        action="store_true",
-        default=default(False),
-        help="show tracebacks and server logs",
-    )
-    parser.add_argument(
-        "--plain",
-        action="store_true",
-        default=default(False),
-        help="plain text on a terminal too: no colour, status line, Markdown or line "
-        "editing (as with NO_COLOR=1 or TERM=dumb, and whenever the output is not a terminal)",
-    )
-    parser.add_argument(
-        "--strict",
-        action="store_true",
-        default=default(False),
-        help="stop (exit 3) when a piped prompt line looks like an answer to an approval",
-    )
-    parser.add_argument(
-        "--transcript",
-        type=Path,
-        default=default(None),
-        metavar="FILE",
-        help="write one JSON event per line: what a regression run compares",
+        "--model",
+        default=SUPPRESS,
+        help="model name (env FSAGENT_MODEL, or the config file's model; default: the chat "
+        "model the server has loaded)",
     )
     parser.add_argument(
         "--context-length",
         type=positive_int,
-        default=default(None),
+        default=SUPPRESS,
         metavar="N",
         help="the model's context in tokens, for a server that does not say (env "
         "FSAGENT_CONTEXT_LENGTH; when both speak the smaller wins)",
@@ -387,47 +489,167 @@ def add_agent_options(parser: argparse.ArgumentParser, *, suppress: bool = False
     parser.add_argument(
         "--max-tokens",
         type=positive_int,
-        default=default(None),
+        default=SUPPRESS,
         metavar="N",
-        help="the longest reply, in tokens (default: a quarter of the context, at most 1024)",
-    )
-    parser.add_argument(
-        "--hide-reasoning",
-        action="store_true",
-        default=default(False),
-        help="do not show a reasoning model's thinking (it is never sent back to it)",
+        help="the longest reply, in tokens (or the config file's max_tokens; default: an "
+        "eighth of the context, at most 1024; 1024 when the context is unknown)",
     )
     parser.add_argument(
         "--no-text-calls",
         action="store_true",
-        default=default(False),
+        default=SUPPRESS,
         help="do not read tool calls a model writes as text (<tool_call> tags, bare or "
         "fenced JSON) as calls; show them as its answer",
     )
     parser.add_argument(
         "--constrain-calls",
         choices=CONSTRAIN_MODES,
-        default=default(os.environ.get("FSAGENT_CONSTRAIN_CALLS", "auto")),
+        default=SUPPRESS,
         help="make each step's output fit a JSON schema of the tools offered (or an answer), "
         "so a small model's calls are valid: on, off, or auto (default: on when the server "
         "says the model has no tool support, or once it has written calls as text or "
         "malformed them twice in a thread); env FSAGENT_CONSTRAIN_CALLS",
     )
+
+
+def add_root_options(parser: Options) -> None:
+    parser.add_argument(
+        "--root",
+        action="append",
+        type=root_path,
+        default=SUPPRESS,
+        metavar="DIR",
+        help="a folder the agent may use (repeatable; default: the thread's own roots, or "
+        "the current folder for a new thread)",
+    )
+    parser.add_argument(
+        "--other-root",
+        action="store_true",
+        default=SUPPRESS,
+        help="act in the --root given although the thread was started with other roots "
+        "(without it: asked at a terminal, refused from a pipe)",
+    )
+    parser.add_argument(
+        "--policy",
+        type=Path,
+        default=SUPPRESS,
+        metavar="FILE",
+        help="approval rules (TOML, [[rule]] tables; default: fsagent.toml in the first root)",
+    )
+    parser.add_argument(
+        "--require-kernel-sandbox",
+        action="store_true",
+        default=SUPPRESS,
+        help="refuse to start unless the kernel holds the MCP server to the roots (Landlock, "
+        "Linux 5.13+); without it the server's own checks alone do",
+    )
+
+
+def add_approve_option(parser: Options) -> None:
+    parser.add_argument(
+        "--approve",
+        choices=APPROVE_MODES,
+        default=SUPPRESS,
+        help="who decides writes that no rule decides: ask you (default), yes to all, "
+        "or no to all (read-only sessions, CI); a deny rule holds in every mode (or the "
+        "config file's approve)",
+    )
+
+
+def add_read_only_option(parser: Options) -> None:
+    parser.add_argument(
+        "--read-only",
+        action="store_true",
+        default=SUPPRESS,
+        help="offer the model no write tool at all (the server registers none)",
+    )
+
+
+def add_thread_option(parser: Options) -> None:
+    # None when not given, not "default", so audit can tell "no --thread" (every thread).
+    parser.add_argument(
+        "--thread",
+        default=SUPPRESS,
+        help="the conversation's name (a session's default: default; audit's: every thread)",
+    )
+
+
+def add_terminal_options(parser: Options) -> None:
+    """What only a session at the terminal uses."""
+    parser.add_argument(
+        "--plain",
+        action="store_true",
+        default=SUPPRESS,
+        help="plain text on a terminal too: no colour, status line, Markdown or line "
+        "editing (as with NO_COLOR=1 or TERM=dumb, and whenever the output is not a terminal)",
+    )
+    parser.add_argument(
+        "--strict",
+        action="store_true",
+        default=SUPPRESS,
+        help="stop (exit 3) when a piped prompt line looks like an answer to an approval",
+    )
+    parser.add_argument(
+        "--transcript",
+        type=Path,
+        default=SUPPRESS,
+        metavar="FILE",
+        help="write one JSON event per line: what a regression run compares",
+    )
+    parser.add_argument(
+        "--hide-reasoning",
+        action="store_true",
+        default=SUPPRESS,
+        help="do not show a reasoning model's thinking (it is never sent back to it)",
+    )
     replay = parser.add_mutually_exclusive_group()
     replay.add_argument(
         "--record",
         type=Path,
-        default=default(None),
+        default=SUPPRESS,
         metavar="FILE",
         help="save every model request's essentials and the model's response (a cassette)",
     )
     replay.add_argument(
         "--replay",
         type=Path,
-        default=default(None),
+        default=SUPPRESS,
         metavar="FILE",
-        help="answer from a cassette instead of LM Studio; exit 4 when the run drifts from it",
+        help="answer from a cassette instead of the model server; exit 4 when the run "
+        "drifts from it",
     )
+
+
+# Every option any command takes, in --help's order; the top level (a session) takes them all.
+OPTION_GROUPS: tuple[Callable[[Options], None], ...] = (
+    add_db_option, add_verbose_option, add_model_options, add_root_options,
+    add_approve_option, add_thread_option, add_read_only_option, add_terminal_options,
+)  # fmt: skip
+
+
+def parse_command_line(argv: list[str] | None) -> argparse.Namespace:
+    """The namespace of what was typed, every option then given its default. A usage error
+    is one line and SystemExit(2)."""
+    parser = build_parser()
+    args, extra = parser.parse_known_args(argv)
+    command = getattr(args, "command", None)
+    where = f"fsagent {command}" if command else "fsagent"
+    foreign = [name.removeprefix(FOREIGN) for name in vars(args) if name.startswith(FOREIGN)]
+    if foreign:
+        usage_error(f"{command} does not take {', '.join(foreign)} (see {where} --help)")
+    if extra:
+        # After its name a command parses only its own options: the rest land here.
+        taken = f"{command} does not take" if command else "unrecognized arguments:"
+        usage_error(f"{taken} {' '.join(extra)} (see {where} --help)")
+    if command and getattr(args, "prompt", None) is not None:
+        usage_error(f"-p sends a prompt to a session, not to {command} (see {where} --help)")
+    if command == "threads" and args.action != "list" and not args.name:
+        action = args.action
+        usage_error(f"threads {action} needs a thread name: fsagent threads {action} NAME")
+    for name, value in OPTION_DEFAULTS.items():
+        if not hasattr(args, name):
+            setattr(args, name, value)
+    return args
 
 
 def positive_int(text: str) -> int:
@@ -440,8 +662,8 @@ def positive_int(text: str) -> int:
     return value
 
 
-def context_from_env() -> int | None:
-    text = os.environ.get("FSAGENT_CONTEXT_LENGTH", "").strip()
+def context_from_env(environ: Mapping[str, str]) -> int | None:
+    text = environ.get("FSAGENT_CONTEXT_LENGTH", "").strip()
     if not text:
         return None
     try:
@@ -460,17 +682,34 @@ def constrain_mode(value: str) -> ConstrainMode:
     )
 
 
-def settings_from_args(args: argparse.Namespace) -> Settings:
+def settings_from_args(
+    args: argparse.Namespace, environ: Mapping[str, str] | None = None
+) -> Settings:
+    """The settings: each from its flag, else its FSAGENT_* variable, else the config file
+    (core.user_config), else the default."""
+    from core.user_config import load_config
+    from store.location import choose_location
+
+    environ = os.environ if environ is None else environ
+    config = load_config(environ)
+    config_name = str(config.path)
     context_length, context_flag = args.context_length, "--context-length"
     if context_length is None:
-        context_length, context_flag = context_from_env(), "FSAGENT_CONTEXT_LENGTH"
+        context_length, context_flag = context_from_env(environ), "FSAGENT_CONTEXT_LENGTH"
+    base_url, base_from = args.base_url, "--base-url"
+    if base_url is None and environ.get("FSAGENT_BASE_URL"):
+        base_url, base_from = environ["FSAGENT_BASE_URL"], "FSAGENT_BASE_URL"
+    if base_url is None and config.get("base_url"):
+        base_url, base_from = config.get("base_url"), f"{config_name}: base_url"
+    db = choose_location(args.db, environ, config.get("db"), f"{config_name}: db")
     return Settings(
-        base_url=api_base_url(args.base_url),
-        model=args.model,
+        base_url=api_base_url(base_url or DEFAULT_BASE_URL, base_from),
+        model=args.model or environ.get("FSAGENT_MODEL") or config.get("model"),
         roots=tuple(Path(root).expanduser() for root in (args.root or [Path.cwd()])),
         roots_given=bool(args.root),
         other_root=args.other_root,
-        db=normalise(args.db),
+        db=normalise(db.location),
+        db_note=db.note,
         thread=args.thread or "default",
         verbose=args.verbose,
         read_only=args.read_only,
@@ -479,25 +718,43 @@ def settings_from_args(args: argparse.Namespace) -> Settings:
         transcript=args.transcript,
         record=args.record,
         replay=args.replay,
-        approve=args.approve,
+        approve=args.approve or config.get("approve") or "ask",
         policy=Path(args.policy).expanduser() if args.policy else None,
         plain=args.plain,
         context_length=context_length,
         context_flag=context_flag,
-        max_tokens=args.max_tokens,
+        max_tokens=args.max_tokens or config.get("max_tokens"),
         hide_reasoning=args.hide_reasoning,
         text_calls=not args.no_text_calls,
-        constrain_calls=constrain_mode(args.constrain_calls),
+        constrain_calls=constrain_mode(
+            args.constrain_calls or environ.get("FSAGENT_CONSTRAIN_CALLS") or "auto"
+        ),
+        prompt=args.prompt,
     )
 
 
-def api_base_url(given: str) -> str:
-    """The OpenAI-compatible base a server answers at: a bare host and port
-    (`http://localhost:11434`, as Ollama's docs give it) gets `/v1`, where LM Studio,
-    llama.cpp and Ollama all serve chat completions."""
-    url = given.strip().rstrip("/")
-    scheme, sep, rest = url.partition("://")
-    if sep and "/" not in rest:
+def api_base_url(given: str, where: str = "--base-url") -> str:
+    """The OpenAI-compatible base a server answers at. Without a scheme
+    (`localhost:5599`), http:// is meant: these servers serve plain http on the loopback. A
+    bare host and port (`http://localhost:11434`, as Ollama's docs give it) gets `/v1`, where
+    LM Studio, llama.cpp and Ollama all serve chat completions. What is no http(s) URL of a
+    host is refused, named."""
+    from urllib.parse import urlsplit
+
+    url = given.strip()
+    if "://" not in url:
+        url = f"http://{url}"
+    url = url.rstrip("/")
+    try:
+        parts = urlsplit(url)
+        parts.port  # noqa: B018  (a port that is no number raises here)
+    except ValueError:
+        parts = None
+    if parts is None or parts.scheme not in ("http", "https") or not parts.hostname:
+        raise StartupError(
+            f"{where} {given!r}: not a model server's URL; pass one like {DEFAULT_BASE_URL}"
+        )
+    if not parts.path:
         return f"{url}/v1"
     return url
 
@@ -514,12 +771,14 @@ def complain(error: object) -> None:
 
 
 def main(argv: list[str] | None = None) -> int:
-    args = build_parser().parse_args(argv)
+    args = parse_command_line(argv)
     try:
         settings = settings_from_args(args)
     except StartupError as refused:
         complain(refused)
         return 2
+    if settings.db_note:
+        complain(settings.db_note)
     try:
         return int(args.run(args, settings))
     except KeyboardInterrupt:
@@ -581,6 +840,7 @@ async def chat(settings: Settings) -> int:
         from core.threads.thread_names import name_to_open
         from store import open_store
 
+        make_data_folder(settings.db)
         # A start that fails (LM Studio down) leaves no thread file it began behind.
         async with none_left_if_start_fails(settings.db), open_store(settings.db) as store:
             thread = await name_to_open(store, settings.thread)  # before a row is made
@@ -611,7 +871,11 @@ async def talk(roots: InRoots, session: Any, agent: Agent, launched: Launched, s
 
     settings = roots.settings
     with open_transcript(settings.transcript) as transcript:
-        term = open_terminal(screen, transcript, root_redactions(settings.roots))
+        # -p from a pipe reads nothing from it: an approval it pauses at follows --approve,
+        # and with `ask` is left paused (exit 3), as at the end of a piped session.
+        piped_prompt = settings.prompt is not None and not sys.stdin.isatty()
+        stdin = io.StringIO() if piped_prompt else None
+        term = open_terminal(screen, transcript, root_redactions(settings.roots), stdin)
         return await display.run_session(
             session,
             term,
@@ -624,6 +888,8 @@ async def talk(roots: InRoots, session: Any, agent: Agent, launched: Launched, s
             show_reasoning=not settings.hide_reasoning,
             roots=launched.roots,
             roots_note=roots.note,
+            prompt=settings.prompt,
+            store=shown(settings.db) if settings.verbose else "",
         )
 
 
@@ -639,6 +905,16 @@ async def launched_in(settings: Settings, first: Launched) -> AsyncIterator[Laun
         first.process.kill()
     async with launch(settings) as again:
         yield again
+
+
+def make_data_folder(location: str) -> None:
+    """The data folder (store.location.data_location) is made when a session first keeps a
+    thread there; a --db of the person's own names a folder that must exist."""
+    from store.location import data_location
+
+    data = data_location(os.environ)
+    if Path(location) == data:
+        data.parent.mkdir(parents=True, exist_ok=True)
 
 
 @asynccontextmanager
@@ -659,7 +935,9 @@ async def none_left_if_start_fails(location: str) -> AsyncIterator[None]:
         raise
 
 
-def open_terminal(screen: str, transcript: Any, redactions: list[tuple[str, str]]) -> Any:
+def open_terminal(
+    screen: str, transcript: Any, redactions: list[tuple[str, str]], stdin: Any = None
+) -> Any:
     """The person's terminal: a TTY's with line editing, a status line and Markdown, or the
     plain one (a pipe, --plain, NO_COLOR, TERM=dumb) that writes no escape code unless it
     colours a diff on a terminal."""
@@ -671,7 +949,12 @@ def open_terminal(screen: str, transcript: Any, redactions: list[tuple[str, str]
         return TtyTerminal(transcript=transcript, redactions=redactions, commands=commands)
     from terminal.console import Terminal
 
-    return Terminal(transcript=transcript, redactions=redactions, color=screen == "color")
+    color = screen == "color"
+    if stdin is not None:
+        return Terminal(
+            stdin=stdin, piped=True, transcript=transcript, redactions=redactions, color=color
+        )
+    return Terminal(transcript=transcript, redactions=redactions, color=color)
 
 
 @dataclass
@@ -1385,6 +1668,7 @@ async def open_service(settings: Settings, access: Access) -> AsyncIterator[Fast
         from store import open_store
         from web.app import Service, create_app
 
+        make_data_folder(settings.db)
         async with open_store(settings.db) as store:
             async with open_agent(settings, launched, store) as agent:
 

@@ -17,13 +17,15 @@ from core.approval.decisions import AnswerValue, ResumeValue, resume_json
 from core.approval.policy import Grant, Policy
 from core.approval.questions import QUESTION_KIND, Pause
 from core.changes.binding import BindingError
+from core.context.budget import estimate_text
 from core.context.context import ContextKeeper
 from core.context.models import ModelChoice
 from core.context.summary import Summary
 from core.opening import check_resumable, recover
 from core.session import ThreadSession
-from core.text import counted, format_call, visible
+from core.text import NOTE_MARK, clip, counted, format_call, visible
 from core.threads import events
+from core.threads.messages import content_text
 from core.threads.thread_names import escaped
 from core.threads.threads import INTERRUPTED, pending_approval
 from terminal.console import Terminal, put
@@ -35,6 +37,8 @@ from terminal.steps import StepPrinter, show_run
 from terminal.undo import undo_command  # noqa: F401  (imported, it registers /undo)
 
 QUIT_WORDS = frozenset({"quit", "exit"})
+# A prompt this big, to a model of unknown context, is warned about once (~32k tokens).
+BIG_PROMPT_TOKENS = 32_000
 CTRL_C = 130  # the exit code of a session Ctrl-C ended, as a shell reports it
 PAUSED = 3  # stopped with an approval pending or an answer refused
 
@@ -55,13 +59,18 @@ def banner(snapshot: StateSnapshot | None, tool_count: int, thread: str) -> str:
     return head + "new conversation."
 
 
-def status_line(roots: Sequence[Path | str], approve_mode: str, note: str = "") -> str:
+def status_line(
+    roots: Sequence[Path | str], approve_mode: str, note: str = "", store: str = ""
+) -> str:
     """Where the agent may read and write (with `note`: "this thread's" when they are the
-    roots the thread was started with, taken without --root), and who decides writes."""
+    roots the thread was started with, taken without --root), who decides writes, and (with
+    `store`, under --verbose) where threads are kept."""
     label = "Root" if len(roots) == 1 else "Roots"
     where = ", ".join(visible(str(root), keep="") for root in roots)
     parts = [f"{label}: {where}" + (f" ({note})" if note else "")] if roots else []
     parts.append(f"Approval: {approve_mode}")
+    if store:
+        parts.append(f"Threads: {visible(store, keep='')}")
     return " · ".join(parts)
 
 
@@ -82,6 +91,27 @@ def model_line(choice: ModelChoice, context: ContextKeeper, *, verbose: bool = F
         f"{head}; replies up to {context.max_tokens} tokens, "
         f"tools and instructions ~{context.fixed_tokens}"
     )
+
+
+def recap_line(snapshot: StateSnapshot | None) -> str | None:
+    """Where a resumed thread was: the person's last prompt, clipped, and the first line of
+    the answer to it (a paused thread's banner says what it waits on instead)."""
+    values = (snapshot.values if snapshot is not None else None) or {}
+    messages = list(values.get("messages") or [])
+    asked = [
+        n
+        for n, m in enumerate(messages)
+        if m.type == "human" and not content_text(m.content).startswith(NOTE_MARK)
+    ]
+    if not asked:
+        return None
+    prompt = " ".join(content_text(messages[asked[-1]].content).split())
+    recap = f"Last: you> {clip(prompt, 70)}"
+    answers = [m for m in messages[asked[-1] + 1 :] if m.type == "ai" and content_text(m.content)]
+    if answers and not pending_approval(snapshot):
+        first = (content_text(answers[-1].content).strip().splitlines() or [""])[0]
+        recap += f" · agent> {clip(first, 70)}"
+    return recap
 
 
 def summary_line(snapshot: StateSnapshot | None) -> str | None:
@@ -110,6 +140,16 @@ def approval_summary(mode: str, policy: Policy | None, grants: list[Grant]) -> l
     return lines
 
 
+def left_paused(thread: str, question: bool) -> str:
+    """What a session that ends at an approval or a question says: how to answer it."""
+    name = escaped(thread)
+    answer = f"fsagent approve {name} --answer TEXT" if question else f"fsagent approve {name}"
+    return (
+        f"Left paused: nothing was run. Answer it with `{answer}` (or `fsagent deny {name}`), "
+        "or open the thread again."
+    )
+
+
 @dataclass
 class Conversation:
     """One thread at the terminal: runs shown as they stream, approvals asked about.
@@ -120,6 +160,7 @@ class Conversation:
     term: Terminal
     printer: StepPrinter
     strict: bool = False
+    warned_big: bool = False  # warn_unknown_context said it once
 
     @property
     def first_activity(self) -> str:
@@ -148,7 +189,7 @@ class Conversation:
                 decisions = await self.term.ctrl_c.cancellable(asking)
             except Interrupted:
                 # Ctrl-C at a question, or while a preview was worked out.
-                self.term.say("⨯ Left paused: nothing was run. Open this thread again to answer.")
+                self.term.say(f"⨯ {left_paused(self.session.thread, question)}")
                 return CTRL_C
             except NotAnAnswer as refused:
                 where = "the question" if question else "the approval"
@@ -161,7 +202,7 @@ class Conversation:
                 self.term.event("error", text=line)
                 return PAUSED
             if decisions is None:
-                self.term.say("Left paused: nothing was run. Open this thread again to answer.")
+                self.term.say(left_paused(self.session.thread, question))
                 return PAUSED
             try:
                 bound = await self.session.bind(resume_json(decisions))
@@ -179,7 +220,24 @@ class Conversation:
             payload = self.session.paused_on
         return None
 
+    def warn_unknown_context(self, prompt: str) -> None:
+        """Once a session: a big prompt sent to a model whose context no one said may be
+        cut by the server (Ollama cuts silently) or refused after a long wait."""
+        context = self.session.context
+        if self.warned_big or context is None or context.budget is not None:
+            return
+        tokens = estimate_text(prompt)
+        if tokens > BIG_PROMPT_TOKENS:
+            self.warned_big = True
+            warning = (
+                f"this prompt is ~{tokens:,} tokens and the model's context is unknown; "
+                "the server may cut or refuse it (pass --context-length N to have it checked)"
+            )
+            self.term.say(f"⚠ {warning}")
+            self.term.event("warning", text=warning)
+
     async def turn(self, prompt: str) -> int | None:
+        self.warn_unknown_context(prompt)
         self.term.event("prompt", text=prompt)
         stopped = await self.show_run(self.session.turn(prompt), self.first_activity)
         if stopped is not None:
@@ -200,12 +258,14 @@ async def run_session(
     roots_note: str = "",
     show_reasoning: bool = True,
     sandbox_line: str | None = None,
+    prompt: str | None = None,
+    store: str = "",
 ) -> int:
     """The read-eval loop. Returns the exit code (see agent.EXIT_CODES)."""
     # The session at a glance: the model and its context, where the agent may read and write
     # (and, when there is none or with --verbose, whether the kernel holds it there), and who
     # decides writes.
-    status = (model_line, status_line(roots, approve_mode, roots_note), sandbox_line)
+    status = (model_line, status_line(roots, approve_mode, roots_note, store), sandbox_line)
     lines = [line for line in status if line]
     session.hold_until_known = not term.watched
     with term.ctrl_c.installed():
@@ -219,6 +279,7 @@ async def run_session(
                 strict=strict,
                 status=lines,
                 show_reasoning=show_reasoning,
+                prompt=prompt,
             )
         except asyncio.CancelledError:
             # Ctrl-C while nothing could be cut off on its own (the banner being read, a
@@ -242,19 +303,21 @@ async def _run_session(
     strict: bool,
     status: list[str],
     show_reasoning: bool,
+    prompt: str | None,
 ) -> int:
     view = await session.view()
     check_resumable(view)  # before the banner: a thread that cannot go on is the news
     snapshot = view.snapshot if view is not None else None
     # A thread waiting for approval says so first: its calls are what matters now.
     term.say(banner(snapshot, tool_count, escaped(session.thread)))
-    for extra in (*status, summary_line(snapshot)):
+    for extra in (recap_line(snapshot), *status, summary_line(snapshot)):
         if extra:
             term.say(extra)
     grants = list(((snapshot.values if snapshot else None) or {}).get("grants") or [])
     for line in approval_summary(approve_mode, policy, grants):
         term.say(line)
-    term.say("Type a prompt; /help lists the commands; /quit or Ctrl-D ends.")
+    if not term.piped and prompt is None:  # a hint for a person at the keyboard only
+        term.say("Type a prompt; /help lists the commands; /quit or Ctrl-D ends.")
     printer = StepPrinter(term, show_reasoning=show_reasoning)
     conversation = Conversation(session, term, printer, strict=strict)
     # An undo or a run a crash cut off is finished before anything else (core.opening).
@@ -266,6 +329,11 @@ async def _run_session(
     stopped = await conversation.settle_approvals(pending)
     if stopped is not None:
         return stopped
+    if prompt is not None:  # -p: this one turn, then the session ends as a piped one would
+        stopped = await conversation.turn(prompt)
+        if stopped is not None:
+            return stopped
+        return 1 if printer.errors else 0
     return await prompt_loop(conversation)
 
 

@@ -6,7 +6,7 @@ import sys
 
 from langgraph.errors import GraphRecursionError
 
-from core.context.models import unreachable_message
+from core.context.models import server_name, unreachable_message
 from core.context.server_errors import one_line, server_words
 from core.errors import ContextTooSmall
 from core.text import clip
@@ -21,10 +21,10 @@ def describe_error(error: BaseException, base_url: str) -> str:
             return unreachable_message(base_url)
         if isinstance(error, openai.APIStatusError):
             detail = one_line(server_words(error))
-            return f"LM Studio at {base_url} answered {error.status_code}: {detail}"
+            return f"{server_name(base_url)} at {base_url} answered {error.status_code}: {detail}"
         if isinstance(error, openai.APIError):  # an error inside a 200 stream (LM Studio 0.4)
             detail = one_line(server_words(error))
-            return f"LM Studio at {base_url} answered with an error: {detail}"
+            return f"{server_name(base_url)} at {base_url} answered with an error: {detail}"
     if isinstance(error, ContextTooSmall):
         return str(error)
     if isinstance(error, GraphRecursionError):

@@ -6,6 +6,11 @@ class StartupError(Exception):
     file, a thread this version cannot resume); exit code 2."""
 
 
+class UsageError(StartupError):
+    """The command line asks for something that is not a thing fsagent takes (a thread name
+    that breaks the rule); exit code 2, as for every usage error."""
+
+
 class ThreadError(Exception):
     """A thread cannot be used as asked (unknown, not waiting); exit code 1. Nothing was
     changed."""

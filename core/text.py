@@ -7,6 +7,11 @@ import json
 import unicodedata
 from typing import Any
 
+# How a note of fsagent's own in a thread begins (an undo's): the model reads it as a
+# person's message, the only kind it takes between turns; `threads show` prints it as
+# fsagent's, not as the person's.
+NOTE_MARK = "(fsagent) "
+
 CLIP_AT = 300
 RESULT_LINES = 3
 

@@ -33,6 +33,7 @@ from core.changes.preview import cut, new_file_lines
 from core.changes.server_reads import ReadError, Tools, ask, file_sha, info
 from core.changes.undo_capture import Budget, fingerprint, sha256_text, shown
 from core.errors import ThreadError
+from core.text import NOTE_MARK
 from core.threads.audit import now
 from core.threads.ledger import run_write_once
 from core.threads.messages import content_text
@@ -592,7 +593,7 @@ def first_line(text: str) -> str:
 def model_note(run: UndoRun, outcome: Outcome) -> str:
     """What the model is told, in the thread, so its picture of the files stays true."""
     what = run.plan.get("what", "some changes")
-    text = f"(fsagent) The person undid your changes of {what}."
+    text = f"{NOTE_MARK}The person undid your changes of {what}."
     if outcome.done:
         text += " Undone, newest first: " + "; ".join(outcome.done) + "."
     if outcome.failed:

@@ -45,6 +45,20 @@ def screen_kind(
     return "tty" if _isatty(stdin) else "color"
 
 
+# A prompt longer than this is a paste: echoed as its size, not line by line.
+PASTE_LINES = 20
+PASTE_BYTES = 4096
+
+
+def pasted(text: str) -> str | None:
+    """`pasted N lines (M KB)` for a paste too long to echo; None for a prompt."""
+    size = len(text.encode("utf-8", "surrogateescape"))
+    lines = text.count("\n") + 1
+    if lines <= PASTE_LINES and size <= PASTE_BYTES:
+        return None
+    return f"pasted {lines} line{'s' * (lines != 1)} ({max(1, round(size / 1024))} KB)"
+
+
 def put(text: object = "", file: TextIO | None = None) -> None:
     """`print` for the commands that print outside a session: the text made visible."""
     print(visible(str(text)), file=file or sys.stdout, flush=True)
@@ -189,5 +203,5 @@ class Terminal:
         if not line:
             return None
         line = line.rstrip("\r\n")
-        print(f"{question}{line}", file=self.out, flush=True)
+        print(f"{question}{pasted(line) or line}", file=self.out, flush=True)
         return line

@@ -12,7 +12,7 @@ from datetime import datetime
 from typing import Any, Protocol
 
 from core.approval.pauses import QUESTION_KIND, ApprovalCall, QuestionCall
-from core.text import content_text, counted, format_call, format_result, json_visible
+from core.text import NOTE_MARK, content_text, counted, format_call, format_result, json_visible
 from core.threads.stored_views import INTERRUPTED, StoredView
 from core.threads.thread_names import escaped
 from store.base import AuditRow
@@ -79,7 +79,10 @@ def print_thread(view: StoredView) -> int:
     put(f"Thread '{escaped(name)}': {counted(len(view.messages), 'message')}, {status_text(view)}")
     for message in view.messages:
         if message.type == "human":
-            put(f"you> {content_text(message.content)}")
+            said = content_text(message.content)
+            # fsagent's own note (an undo's) is not the person's words.
+            mine = said.startswith(NOTE_MARK)
+            put(f"fsagent> {said.removeprefix(NOTE_MARK)}" if mine else f"you> {said}")
         elif message.type == "ai":
             if message.content:
                 put(f"agent> {content_text(message.content)}")

@@ -4,9 +4,11 @@ no (strictly y/yes/n/no from a pipe), then the steps as they run."""
 
 from __future__ import annotations
 
+import dataclasses
 import sys
 from collections.abc import AsyncIterator
 
+from core.changes.undo_capture import shown
 from core.opening import undo_notice
 from core.session import ThreadSession
 from core.text import visible
@@ -81,11 +83,34 @@ async def ask_yes(term: Terminal) -> bool | None:
         term.say("  answer y or n")
 
 
-async def show_undo(run: AsyncIterator[events.Event], printer: StepPrinter) -> bool:
+# The arguments of our write tools that name a path.
+PATH_ARGS = ("path", "source", "destination")
+
+
+def relative_call(event: events.Event, root: str | None) -> events.Event:
+    """An undo step's call as the plan above it shows paths: relative to the root. The
+    steps themselves run on the absolute paths the records keep."""
+    if not isinstance(event, events.ToolCall) or not root or not isinstance(event.args, dict):
+        return event
+    args = {
+        key: shown(value, root) if key in PATH_ARGS and isinstance(value, str) else value
+        for key, value in event.args.items()
+    }
+    return dataclasses.replace(event, args=args)
+
+
+def plan_root(plan: UndoPlan) -> str | None:
+    """The root the plan's writes were made in (each record keeps its own)."""
+    return next((r for item in plan.items if (r := item.record.record.get("root"))), None)
+
+
+async def show_undo(
+    run: AsyncIterator[events.Event], printer: StepPrinter, root: str | None = None
+) -> bool:
     """Show an undo as it runs; whether every step succeeded."""
     complete = True
     async for event in run:
-        printer.show(event)
+        printer.show(relative_call(event, root))
         if isinstance(event, events.Undone):
             complete = event.complete
     return complete
@@ -137,7 +162,7 @@ async def undo_at_terminal(
         term.say("Not undone: nothing was changed.")
         return 1
     by = "piped" if term.piped else "person"
-    return 0 if await show_undo(session.undo(plan, by), printer) else 1
+    return 0 if await show_undo(session.undo(plan, by), printer, plan_root(plan)) else 1
 
 
 async def finish_cut_off_undo(session: ThreadSession, term: Terminal, printer: StepPrinter) -> int:

@@ -165,6 +165,20 @@ class RunningAgent:
         return code
 
 
+@pytest.fixture(autouse=True)
+def own_xdg_folders(
+    tmp_path_factory: pytest.TempPathFactory, monkeypatch: pytest.MonkeyPatch
+) -> Path:
+    """Every test, and every fsagent it starts, keeps its data folder (the default thread
+    store), its config file and its history in temp folders of its own, never the real
+    home's."""
+    base = tmp_path_factory.mktemp("xdg")
+    for variable, name in (("XDG_DATA_HOME", "data"), ("XDG_CONFIG_HOME", "config"),
+                           ("XDG_STATE_HOME", "state")):  # fmt: skip
+        monkeypatch.setenv(variable, str(base / name))
+    return base
+
+
 @pytest.fixture
 def store_kind() -> str:
     """The database a workspace keeps threads in; a module may parametrise it."""

@@ -179,8 +179,8 @@ def test_lm_studio_down_is_one_line_and_exit_2(workspace: Workspace):
 
     assert result.returncode == 2
     assert result.stderr.strip().splitlines() == [
-        f"fsagent: cannot reach LM Studio at {url}: start LM Studio's local server "
-        "(Developer tab > Start Server) or pass --base-url"
+        f"fsagent: cannot reach the model server at {url}: start your model server (LM "
+        "Studio's local server, llama-server or ollama serve) or pass --base-url"
     ]
     assert "you>" not in result.stdout
 

@@ -205,7 +205,7 @@ def test_a_thread_file_on_a_read_only_mount_is_read_and_not_written(
 def test_a_failed_start_creates_no_thread_file(workspace: Workspace) -> None:
     result = workspace.run(closed_port_url(), "hello\n")
     assert result.returncode == 2
-    assert "cannot reach LM Studio" in result.stderr
+    assert "cannot reach the model server" in result.stderr
     assert not workspace.db.exists()
     assert sorted(p.name for p in workspace.db.parent.iterdir() if "threads.db" in p.name) == []
 

@@ -38,7 +38,7 @@ def test_llama_cpps_reason_is_shown_too(workspace: Workspace):
         result = workspace.run(llm.base_url, "hello\n")
         url = llm.base_url
 
-    assert f"error: LM Studio at {url} answered 500: failed to decode the batch" in (result.stdout)
+    assert f"error: llama.cpp at {url} answered 500: failed to decode the batch" in (result.stdout)
 
 
 # -- tool calls written as text ----------------------------------------------------------------

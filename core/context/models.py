@@ -79,13 +79,29 @@ class ModelChoice:
     no_tools: str | None = None
 
 
+SERVER_NAMES = {"lmstudio": "LM Studio", "llamacpp": "llama.cpp", "ollama": "Ollama"}
+START_HINTS = {
+    "lmstudio": "start LM Studio's local server (Developer tab > Start Server)",
+    "llamacpp": "start llama-server again",
+    "ollama": "start Ollama again (ollama serve)",
+    "": "start your model server (LM Studio's local server, llama-server or ollama serve)",
+}
+# The kind of server each base URL was found to be (discover), so that a later error names
+# the server in use; a URL nothing has answered at yet is "the model server".
+_found: dict[str, str] = {}
+
+
+def server_name(base_url: str) -> str:
+    """ "LM Studio", "llama.cpp", "Ollama", or "the model server" (another kind, or not known)."""
+    return SERVER_NAMES.get(_found.get(base_url.rstrip("/"), ""), "the model server")
+
+
 def unreachable_message(base_url: str) -> str:
     """The one line for a server that does not answer (ServerUnreachable, or a connection
     lost later)."""
-    return (
-        f"cannot reach LM Studio at {base_url}: start LM Studio's local server "
-        "(Developer tab > Start Server) or pass --base-url"
-    )
+    kind = _found.get(base_url.rstrip("/"), "")
+    hint = START_HINTS.get(kind, START_HINTS[""])
+    return f"cannot reach {server_name(base_url)} at {base_url}: {hint} or pass --base-url"
 
 
 class ModelChoiceError(Exception):
@@ -134,8 +150,11 @@ async def discover(
     root = base.removesuffix("/v1")
     if client is None:
         async with httpx.AsyncClient(timeout=_TIMEOUT, verify=verify_for(base)) as own:
-            return await _discover(own, base, root, requested, context_override, override_name)
-    return await _discover(client, base, root, requested, context_override, override_name)
+            choice = await _discover(own, base, root, requested, context_override, override_name)
+    else:
+        choice = await _discover(client, base, root, requested, context_override, override_name)
+    _found[base] = choice.server
+    return choice
 
 
 async def _discover(

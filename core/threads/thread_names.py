@@ -16,15 +16,16 @@ import re
 from collections.abc import Collection
 from urllib.parse import quote, unquote
 
-from core.errors import ThreadError
+from core.errors import ThreadError, UsageError
 from store.base import Store
 
 THREAD_NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.-]{0,63}")
 THREAD_NAME_RULE = "1-64 letters, digits, '.', '_' or '-', starting with a letter or digit"
 
 
-class ThreadNameError(ThreadError):
-    """A name that is neither a thread name nor the name of a thread that exists."""
+class ThreadNameError(ThreadError, UsageError):
+    """A name that is neither a thread name nor the name of a thread that exists: a usage
+    error (exit 2) at the command line, a ThreadError for the rest."""
 
 
 def follows_rule(name: str) -> bool:

@@ -100,6 +100,7 @@ def test_undo_takes_back_a_turn_of_every_write_tool(workspace: Workspace):
         undone = workspace.run(NO_LLM, "y\n", "undo", "t")
         after_undo = tree_snapshot(root)
         told = workspace.run(llm.base_url, "what happened?\n")
+        shown = workspace.run(NO_LLM, "", "threads", "show", "t", thread=None)
 
     assert undone.returncode == 0, undone.stderr
     assert after_undo == before
@@ -113,12 +114,18 @@ def test_undo_takes_back_a_turn_of_every_write_tool(workspace: Workspace):
     assert "    makes folder old/ again, with its 2 files in 1 folders" in out
     assert "    removes folder new/deep/ (write_file created it) if it is empty" in out
     assert "  undo these changes? [y/n] y" in out
+    # The steps as they run name paths as the plan does: relative to the root.
+    assert "→ make_dir(path='old')" in out and "→ move(source='target.txt'" in out
+    assert str(root) not in out and str(root.resolve()) not in out
     assert "↶ undone; the model is told: (fsagent) The person undid your changes of turn 1." in out
     # The model reads what was undone with the history of the thread.
     assert told.returncode == 0, told.stderr
     [note] = [t for t in user_texts(llm.requests[-1]) if t.startswith("(fsagent)")]
     assert "restored keep.txt to its content before write_file" in note
     assert "moved target.txt back to src.txt" in note
+    # `threads show` prints fsagent's note as fsagent's, not as the person's words.
+    assert "\nfsagent> The person undid your changes of turn 1." in shown.stdout
+    assert "you> (fsagent)" not in shown.stdout
     rows = audit(workspace)
     undo_rows = [r for r in rows if r["decision"] == "undo"]
     assert undo_rows and {r["by"] for r in undo_rows} == {"piped"}

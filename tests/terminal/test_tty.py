@@ -81,7 +81,9 @@ def test_ctrl_d_at_an_approval_is_the_end_of_input(workspace: Workspace):
         resumed = workspace.run(llm.base_url, "")
 
     assert code == 3, screen.screen_text()
-    assert "Left paused: nothing was run. Open this thread again" in screen.screen_text()
+    assert (
+        "Left paused: nothing was run. Answer it with `fsagent approve t`" in screen.screen_text()
+    )
     assert "paused: waiting for your approval of write_file" in resumed.stdout
     assert (workspace.root / "hello.txt").read_text() == "hi\n"
 

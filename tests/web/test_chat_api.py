@@ -211,7 +211,7 @@ def test_healthz_reports_lm_studio_and_the_mcp_server(workspace: Workspace):
                 down = await served.client.get("/healthz")
                 assert down.status_code == 503
                 assert down.json()["lm_studio"]["ok"] is False
-                assert "cannot reach LM Studio" in down.json()["lm_studio"]["problem"]
+                assert "cannot reach the model server" in down.json()["lm_studio"]["problem"]
                 assert down.json()["mcp_server"]["ok"] is True
         finally:
             llm.stop()

@@ -144,7 +144,7 @@ def test_bad_start_up_options_are_one_line_and_exit_2(workspace: Workspace):
     ]
     terminal_only = workspace.run(NO_LLM, "", "serve", "--transcript", "t.jsonl", thread=None)
     assert terminal_only.returncode == 2
-    assert "serve takes no --transcript" in terminal_only.stderr
+    assert "serve does not take --transcript" in terminal_only.stderr
     with socket.socket() as taken:
         taken.bind(("127.0.0.1", 0))
         taken.listen()
