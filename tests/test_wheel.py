@@ -72,7 +72,9 @@ def test_the_wheel_carries_its_license_and_the_demo(installed: Path) -> None:
     assert {"fsagent_examples/demo/cassette.jsonl", "fsagent_examples/demo/files/todo.md"} <= names
 
 
-def test_installed_fsagent_runs_from_another_folder(installed: Path, tmp_path: Path) -> None:
+def test_installed_fsagent_runs_from_another_folder(
+    installed: Path, tmp_path: Path, own_xdg_folders: Path
+) -> None:
     elsewhere = tmp_path / "elsewhere"
     root = elsewhere / "notes"
     root.mkdir(parents=True)
@@ -94,7 +96,9 @@ def test_installed_fsagent_runs_from_another_folder(installed: Path, tmp_path: P
     assert session.returncode == 0, session.stderr
     assert (root / "hello.txt").read_text() == "hi\n"
     assert "agent> Created hello.txt." in session.stdout
-    assert (elsewhere / "threads.db").exists()  # where the person ran it
+    # An installed fsagent keeps threads in the data folder, seen from every folder.
+    assert (own_xdg_folders / "data" / "fsagent" / "threads.db").is_file()
+    assert not (elsewhere / "threads.db").exists()
 
     with FakeLLM([]) as llm:
         serve = subprocess.Popen(
