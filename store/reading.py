@@ -23,6 +23,7 @@ from typing import Any
 from store import statements as sql
 from store.base import AuditRow
 from store.checkpoint_format import Unreadable, loads
+from store.migrations import MIGRATIONS_TABLE, newer_than_us
 
 NS = ""  # our graph has no subgraphs: every checkpoint is in the root namespace
 LATEST = (
@@ -66,6 +67,15 @@ class SqliteReader:
     def __init__(self, path: Path, conn: sqlite3.Connection) -> None:
         self.location = str(path)
         self.conn = conn
+
+    def newer_than_us(self) -> bool:
+        """Whether a later fsagent migrated this file: its tables may mean what this one does
+        not know, so the store's own path reads it (and refuses it, in one line)."""
+        try:
+            rows = self.conn.execute(f"SELECT number FROM {MIGRATIONS_TABLE}").fetchall()
+        except sqlite3.OperationalError:  # no such table: not ours yet, nothing newer
+            return False
+        return newer_than_us({int(row[0]) for row in rows})
 
     def thread_names(self) -> list[str]:
         return sorted({str(row[0]) for row in self.conn.execute(sql.THREAD_NAMES)})

@@ -68,6 +68,8 @@ def _read(location: str, act: Callable[[SqliteReader], int]) -> int | None:
         return None
     try:
         with open_sqlite_reader(Path(location)) as reader:
+            if reader.newer_than_us():
+                return None
             return act(reader)
     except (Unreadable, sqlite3.DatabaseError):
         return None

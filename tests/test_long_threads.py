@@ -72,7 +72,7 @@ def test_sixty_turns_on_a_4096_context_each_reading_2kb_and_a_restart(workspace:
         assert run.returncode == 0, run.stderr
         assert "error:" not in run.stdout and "Traceback" not in run.stderr
     answers = [
-        line for run in (first, second) for line in run.stdout.splitlines() if "agent> " in line
+        line for run in (first, second) for line in run.stdout.splitlines() if answer_line(line)
     ]
     assert answers == [f"agent> Read note{n:02}.md." for n in range(60)]
 
@@ -432,5 +432,10 @@ def test_sixty_turns_on_4096_survive_an_overflow_in_each_real_form(workspace: Wo
         # Each process met the refusal once, compacted for it, and learnt the context.
         assert refused == 1
         assert whys.count("overflow") == 1
-    answers = [line for run, *_ in runs for line in run.stdout.splitlines() if "agent> " in line]
+    answers = [line for run, *_ in runs for line in run.stdout.splitlines() if answer_line(line)]
     assert answers == [f"agent> Read note{n:02}.md." for n in range(60)]
+
+
+def answer_line(line: str) -> bool:
+    """An answer the agent printed; not the recap of the last one a resumed thread opens with."""
+    return "agent> " in line and not line.startswith("Last: ")

@@ -204,8 +204,10 @@ def resume_problem(steps: list[str], payloads: list[Any], graph_sees: bool) -> s
 def graph_sees_interrupts(thread: StoredThread, steps: list[str]) -> bool:
     """Whether `aget_state` would report the pending interrupts: it reports those written by
     a task it is due to run, and a task's path names its step (`~__pregel_pull, NAME`)."""
+    # A write without its path (copied by `fsagent migrate-db`, whose put_writes keeps the
+    # task's id but not its path) is matched by that id, which the copy kept: the graph sees it.
     return any(
-        channel == INTERRUPT and path.rsplit(", ", 1)[-1] in steps
+        channel == INTERRUPT and (not path or path.rsplit(", ", 1)[-1] in steps)
         for _task, channel, _value, path in thread.pending
     )
 

@@ -223,7 +223,7 @@ def test_ctrl_c_inside_a_write_answers_every_call_truthfully(workspace: Workspac
 def test_one_process_per_thread_and_threads_side_by_side(workspace: Workspace):
     with FakeLLM([text("Hi from u."), text("Hi again.")], auto_route="general") as llm:
         first = workspace.start(llm.base_url)
-        first.wait_for("Type a prompt")
+        first.wait_for("Approval: ")  # the banner's last line: the thread is held
         second = workspace.run(llm.base_url, "hello\n")
         other = workspace.run(llm.base_url, "hello\n", thread="u")
         first.kill()  # its lock stays in the file, held by a pid that is gone

@@ -7,6 +7,7 @@ Postgres too."""
 from __future__ import annotations
 
 import json
+import os
 import socket
 import subprocess
 import sys
@@ -200,7 +201,8 @@ def test_database_url_selects_postgres_and_fsagent_db_comes_first(
         f"No threads in {tmp_path / 'mine.db'} (the file does not exist yet)."
     )
     # A DATABASE_URL of another kind is another program's: the default file is used.
-    assert other_kind.stdout.strip() == "No threads in threads.db (the file does not exist yet)."
+    default = Path(os.environ["XDG_DATA_HOME"]) / "fsagent" / "threads.db"
+    assert other_kind.stdout.strip() == f"No threads in {default} (the file does not exist yet)."
 
 
 # --- two machines on one database ----------------------------------------------------------------
@@ -221,11 +223,12 @@ def test_two_machines_share_threads_leases_and_approvals(postgres_url: str, tmp_
         again = a.run(llm.base_url, "", "approve", "t", "--yes")
 
         holder = a.start(llm.base_url, thread="v")
-        holder.wait_for("Type a prompt")
+        holder.wait_for("Approval: ")  # the banner's last line: the thread is held
         busy = b.run(llm.base_url, "hello\n", thread="v")
         holder.kill()
         wait_until(lambda: advisory_locks(postgres_url) == 0)
-        taken_over = b.run(llm.base_url, "hello\n", thread="v")
+        # Machine b has the same files at another path: it says so to act in its own root.
+        taken_over = b.run(llm.base_url, "hello\n", "--other-root", thread="v")
 
     host = socket.gethostname()
     assert refused.returncode == 1

@@ -41,9 +41,10 @@ def test_a_request_too_big_for_the_context_is_refused_over_http_as_at_the_termin
     workspace: Workspace,
 ):
     # The same server the terminal's test refuses "hello" on (tests/test_long_threads.py):
-    # llama.cpp says its context is 1536 tokens, less than the tools and instructions need.
+    # llama.cpp says its context is 384 tokens, less than even the smallest route's tools and
+    # instructions need.
     async def scenario() -> None:
-        with FakeLLM([text("Hello.")], flavour="llamacpp", context=1536) as llm:
+        with FakeLLM([text("Hello.")], flavour="llamacpp", context=384) as llm:
             async with serving(workspace, llm.base_url) as served:
                 events = await served.say("t", "hello")
                 shown = await served.client.get("/api/threads/t")
@@ -51,7 +52,7 @@ def test_a_request_too_big_for_the_context_is_refused_over_http_as_at_the_termin
             assert llm.requests == []  # no model request at all, not even the router's
 
         [error] = [data["text"] for kind, data in events if kind == "error"]
-        assert "does not fit the model's context" in error and "1536 tokens" in error
+        assert "does not fit the model's context" in error and "384 tokens" in error
         assert "--read-only" in error and "larger context" in error
         assert events[-1] == ("done", {"thread": "t", "status": "error"})
         # Nothing was stored: the thread does not exist, as after the terminal's refusal.
@@ -187,7 +188,7 @@ def test_the_escaped_name_works_at_the_shell_and_no_read_or_remove_registers_a_t
 
     # A new thread must follow the rule, at the shell as over HTTP; nothing is stored.
     new = workspace.run(NO_LLM, "hello\n", thread="new notes")
-    assert new.returncode == 1, new.stderr
+    assert new.returncode == 2, new.stderr  # a usage error
     assert new.stderr.splitlines() == [
         "fsagent: 'new%20notes' is not a thread name (1-64 letters, digits, '.', '_' or '-', "
         "starting with a letter or digit)"
