@@ -443,3 +443,58 @@ def test_the_page_binds_its_yes_to_what_it_drew_and_shows_a_changed_long_line(
         served.kill()
     assert notes.read_text() == "the model's notes\n"
     assert settings.read_text() == config(new_host)
+
+
+def test_a_whole_diff_whose_file_changed_while_it_loaded_binds_no_yes_to_it(
+    workspace: Workspace, browser: BrowserThread
+):
+    """The whole diff comes a page at a time; the file changes between two pages, so the
+    pages show no one state: the page says so and keeps the id of what it first drew, and a
+    yes to that is refused (412) rather than bound to the last page's state, which no one
+    read whole."""
+    big = workspace.root / "big.txt"
+    big.write_text("".join(f"old line {n}\n" for n in range(2500)))
+    new = "".join(f"new line {n}\n" for n in range(2500))
+    calls = [tool_call("write_file", {"path": "big.txt", "content": new}, "c_big")]
+    script = by_request({"rewrite big.txt": [reply(tool_calls=calls), text("Rewritten.")]})
+
+    async def review(url: str, llm: FakeLLM) -> None:
+        said = await asyncio.to_thread(
+            httpx.post,
+            f"{url}/api/threads/t/messages",
+            json={"text": "rewrite big.txt"},
+            timeout=60,
+        )
+        assert said.status_code == 200, said.text
+        page = await browser.browser.new_page()
+        page.set_default_timeout(120_000)
+        pages = 0
+
+        async def second_page_after_a_change(route: Any) -> None:
+            nonlocal pages
+            pages += 1
+            if pages == 2:  # between the first page and the second, someone edits the file
+                big.write_text("changed while the diff loaded\n")
+            await route.continue_()
+
+        try:
+            await page.route("**/preview", second_page_after_a_change)
+            await page.goto(f"{url}/")
+            await page.fill("#token-input", TOKEN)
+            await page.click("#use-token")
+            thread = page.locator('article.thread[data-thread="t"]')
+            await thread.wait_for()
+            await thread.locator("button.whole-diff").click()
+            await thread.locator(".status", has_text="it changed while it loaded").wait_for()
+            await thread.locator("button.approve-all").click()
+            await thread.locator(".changed").wait_for()
+            assert big.read_text() == "changed while the diff loaded\n"
+            assert len(llm.requests_with_tools()) == 1  # nothing resumed
+        finally:
+            await page.close()
+
+    with FakeLLM(script, auto_route="filesystem") as llm:
+        served = ServeProcess(workspace, llm.base_url, "--max-tokens", "30000")
+        browser.call(review(served.url, llm))
+        served.kill()
+    assert big.read_text() == "changed while the diff loaded\n"
