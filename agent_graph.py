@@ -51,6 +51,7 @@ from core.threads.audit import rows_for
 from core.threads.ledger import run_write_once
 from core.threads.messages import append_messages, content_text, last_ai_message
 from core.threads.threads import MAX_MODEL_CALLS_PER_TURN, PERSON_UPDATE
+from core.tools.merged_tools import server_calls
 from core.tools.tool_groups import ASK_PERSON, ROUTES, WRITE_TOOLS
 from core.tools.tool_schemas import offered_tools
 from core.tools.tools import call_tool
@@ -158,6 +159,7 @@ def build_graph(
             response = sent.response
             if was_cut(response):
                 response = mark_cut(response, context.max_tokens)
+            response = server_calls(response)  # a folded form is its server tool from here on
             _give_ids(response)
             return {"messages": [response], "model_calls": calls + 1} | _compacted(sent)
 

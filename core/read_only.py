@@ -24,6 +24,7 @@ from core.context.replies import mark_cut, was_cut
 from core.context.summary import Summary
 from core.threads.messages import append_messages, content_text, last_ai_message
 from core.threads.threads import MAX_MODEL_CALLS_PER_TURN
+from core.tools.merged_tools import server_calls
 from core.tools.tool_groups import ALLOWED_TOOLS
 
 
@@ -73,6 +74,7 @@ def build_read_only_agent(
         response = sent.response
         if was_cut(response):
             response = mark_cut(response, context.max_tokens)
+        response = server_calls(response)  # list_directory with a pattern is search_files
         response.id = new_id("ai")
         for invalid in response.invalid_tool_calls:
             invalid["id"] = invalid.get("id") or new_id("call")

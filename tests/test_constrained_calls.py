@@ -70,8 +70,13 @@ def test_on_a_small_model_reaches_the_approval_of_a_real_write_call(workspace: W
     assert "write_file" in names and "move" in names  # every tool the request offers
     assert "list_allowed_roots" not in names  # and none it does not
     write = calls[names.index("write_file")]["properties"]["arguments"]
-    assert write["required"] == ["path", "content"] and write["additionalProperties"] is False
-    assert "- write_file(path, content): " in step["messages"][0]["content"]
+    # content or edits (patch_file folded into write_file): only path is needed by both.
+    assert write["required"] == ["path"] and write["additionalProperties"] is False
+    assert set(write["properties"]) == {"path", "content", "edits"}
+    assert (
+        "- write_file(path, content?, edits?: [{old_text, new_text}]): Write a whole file, "
+        in step["messages"][0]["content"]
+    )
     # The call is sent back as the JSON the model wrote, its result under the tool's name.
     after = requests[-1]["messages"]
     assert json.loads(after[-2]["content"]) == {

@@ -330,9 +330,7 @@ def test_a_small_context_offers_each_route_its_own_few_tools(workspace: Workspac
     assert "agent> Hello." in result.stdout and "agent> Done." in result.stdout
     offered = [[t["function"]["name"] for t in r.get("tools", [])] for r in requests]
     assert offered[1] == ["list_directory", "read_file", "ask_person"]  # general
-    assert offered[3] == [
-        "list_directory", "read_file", "delete", "move", "patch_file", "write_file"
-    ]  # fmt: skip
+    assert offered[3] == ["list_directory", "read_file", "delete", "move", "write_file"]
     # The router asks with the tools of the turn before, which its agent's request extends.
     assert offered[2] == offered[1]
     assert all(llm.prompt_tokens(r) + r["max_tokens"] <= 1024 for r in requests)

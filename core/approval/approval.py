@@ -26,6 +26,7 @@ from core.approval.pauses import ApprovalPayload as ApprovalPayload
 from core.approval.pauses import is_resumable_approval as is_resumable_approval
 from core.approval.pauses import read_approval as read_approval
 from core.approval.policy import Grant, Places, Policy
+from core.tools.merged_tools import BOTH_FORMS
 from core.tools.tool_groups import WRITE_TOOLS, in_group
 
 # Version 2 added `respond`. A version-1 payload (a thread paused by an older release) still
@@ -497,6 +498,12 @@ def answer_invalid_call(invalid: Mapping[str, Any]) -> ToolMessage:
             f"Error: your call to {name} was not run: your reply was cut off at the reply "
             "limit before its arguments were complete. Make it again, smaller (a large file "
             "can be written in parts with mode 'append').",
+            error=True,
+        )
+    if invalid.get("error") == BOTH_FORMS:
+        return tool_message(
+            invalid["id"],
+            f"Error: your call to {name} was not run: {BOTH_FORMS}. Call it again with one.",
             error=True,
         )
     return tool_message(

@@ -7,9 +7,11 @@ and notes go after the person's latest words rather than before the conversation
 same reason (see core.context.context).
 """
 
+# The tools say what the model works on; this says only what they cannot (issue 30: every
+# token here is sent with every request).
 SYSTEM_PROMPT = (
-    "You are fsagent: you work on files with your tools, paths relative to the first folder. "
-    "Read before you change; never retry a rejected call. Be brief."
+    "Paths are relative to the first folder. Read before you change; never retry a rejected "
+    "call. Be brief."
 )
 
 # Appended to the person's latest words in the router's request only.

@@ -37,7 +37,7 @@ def in_group(group: str, tool: str) -> bool:
 # costs the server a prompt it processes again, at most the small context. Like any tool not
 # offered, a call to another still runs if its route allows it.
 SMALL_CONTEXT_TOOLS: dict[str, tuple[str, ...]] = {
-    "filesystem": ("list_directory", "read_file", "write_file", "patch_file", "move", "delete"),
-    "search": ("grep", "search_files", "list_directory", "read_file"),
+    "filesystem": ("list_directory", "read_file", "write_file", "move", "delete"),
+    "search": ("grep", "list_directory", "read_file"),
     "general": ("list_directory", "read_file", "ask_person"),
 }

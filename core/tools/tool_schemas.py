@@ -20,6 +20,8 @@ from typing import Any
 from langchain_core.tools import BaseTool
 from langchain_core.utils.function_calling import convert_to_openai_tool
 
+from core.tools.merged_tools import FOLDED, FOLDS, folded_schema
+
 # Tools another tool does as well, left out to keep every request small: touch (write_file
 # with empty content), file_hash (writes return the new sha256), read_multiple_files (several
 # read_file calls in one step), diff_files (read both), list_directory_with_sizes
@@ -29,9 +31,11 @@ from langchain_core.utils.function_calling import convert_to_openai_tool
 # first root, as the system prompt says), directory_tree (list_directory, folder by folder),
 # get_file_info (list_directory and read_file say what a model needs), copy (read_file, then
 # write_file) and make_dir (write_file creates the folders a new file needs). A call to any of
-# them still runs, reviewed like any other: they are only not advertised. move and
-# search_files stay: nothing else renames a folder or finds files by name in one call.
-NOT_OFFERED: frozenset[str] = frozenset(
+# them still runs, reviewed like any other: they are only not advertised. move stays:
+# nothing else renames a folder in one call. And, to bring it under 1,000 (issue 30),
+# search_files and patch_file are offered as forms of list_directory and write_file
+# (core.tools.merged_tools).
+NOT_OFFERED: frozenset[str] = FOLDED | frozenset(
     {
         "touch",
         "file_hash",
@@ -54,8 +58,11 @@ NOT_OFFERED: frozenset[str] = frozenset(
 # and the model told why; write_file's append mode is patch_file's job too. delete's
 # recursive stays: its refusal of a folder that is not empty says to pass it, and a
 # constrained call (core.context.constrained) may hold no argument its schema does not name.
+# ask_person's choices (35 real tokens, issue 30): a question asked in words is answered in
+# words; a call that gives choices still shows them.
 HIDDEN_PARAMETERS: frozenset[str] = frozenset(
     {
+        "choices",
         "dry_run",
         "expect",
         "context",
@@ -77,11 +84,9 @@ DESCRIPTIONS: dict[str, str] = {
     "list_directory": "List a folder.",
     "directory_tree": "A folder's tree, max_depth levels deep.",
     "read_file": "Read a file, or some lines.",
-    "search_files": "Find files by name glob.",
     "grep": "Find a regex in files.",
     "get_file_info": "Size, type and times of a file or folder.",
     "write_file": "Create or overwrite a file.",
-    "patch_file": "Replace each old_text with new_text.",
     "make_dir": "Create a folder and its parents.",
     "copy": "Copy a file or folder.",
     "move": "Move or rename.",
@@ -97,12 +102,23 @@ def offered_tools(
 
     names, when given, limits them further (the read-only agent's read tools).
     """
+    tools = list(tools)
     wanted = None if names is None else set(names)
-    return [
-        model_tool(tool)
-        for tool in tools
-        if tool.name not in NOT_OFFERED and (wanted is None or tool.name in wanted)
-    ]
+    by_name = {tool.name: tool for tool in tools}
+    folds = {
+        fold.tool: by_name[fold.server_tool]
+        for fold in FOLDS
+        if fold.server_tool in by_name and (wanted is None or fold.server_tool in wanted)
+    }
+    offered = []
+    for tool in tools:
+        if tool.name in NOT_OFFERED or (wanted is not None and tool.name not in wanted):
+            continue
+        schema = model_tool(tool)
+        if tool.name in folds:
+            schema = folded_schema(schema, model_tool(folds[tool.name]))
+        offered.append(schema)
+    return offered
 
 
 def offered_names(schemas: Iterable[dict[str, Any]]) -> list[str]:
