@@ -91,5 +91,6 @@ def test_an_empty_pattern_is_a_plain_listing(workspace: Workspace):
         result = workspace.run(llm.base_url, "what is here\n")
 
     assert result.returncode == 0, result.stderr
+    assert "→ list_directory(path='.')" in result.stdout  # the call as it runs, no empty glob
     [answer] = tool_messages(llm.requests_with_tools()[1])
     assert "a.txt" in answer["content"] and "sub" in answer["content"]

@@ -44,7 +44,7 @@ FOLDS: tuple[Fold, ...] = (
         "write_file",
         "edits",
         "patch_file",
-        "Write a whole file, or replace each old_text with new_text.",
+        "Create or overwrite a file, or replace each old_text with new_text.",
     ),
 )
 FOLDED: frozenset[str] = frozenset(fold.server_tool for fold in FOLDS)
