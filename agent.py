@@ -32,7 +32,7 @@ import io
 import os
 import re
 import threading
-from collections.abc import AsyncIterator, Callable, Mapping
+from collections.abc import AsyncIterator, Callable, Iterator, Mapping
 from contextlib import asynccontextmanager, nullcontext, suppress
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -56,6 +56,7 @@ if TYPE_CHECKING:
     from core.threads.threads import Graph
     from core.tools.tools import KernelSandbox, ToolServer
     from store.base import Store
+    from terminal.early_prompt import EarlyPrompt
     from web.auth import Access
 
 DEFAULT_BASE_URL = "http://localhost:1234/v1"
@@ -833,7 +834,63 @@ async def chat(settings: Settings) -> int:
     from terminal.console import screen_kind
 
     screen = screen_kind(plain=settings.plain)
+    with open_transcript(settings.transcript) as transcript:
+        early = prompt_early(settings, screen, transcript)
+        try:
+            return await start_chat(settings, screen, transcript, early)
+        except BaseException:
+            typed = early.cancel() if early is not None else None
+            if typed:
+                print(f"fsagent: not sent: {typed!r}", file=sys.stderr)
+            raise
+
+
+def prompt_early(settings: Settings, screen: str, transcript: Any) -> EarlyPrompt | None:
+    """At a terminal, the banner and `you>` before anything heavy is imported or started
+    (terminal.early_prompt), for a thread that needs nothing first; else None."""
+    if screen != "tty" or settings.prompt is not None:
+        return None
+    from core.approval.policy import load_policy
+    from terminal.early_prompt import early_thread, open_early
+
+    roots = tuple(Path(os.path.realpath(root)) for root in settings.roots)
+    found = early_thread(settings.db, settings.thread, roots, settings.roots_given)
+    if found is None:
+        return None
+    # Read again by launch(): a bad rules file stops fsagent here, as it would there.
+    policy = load_policy(settings.policy or found.policy, list(found.roots))
+    term = open_terminal(screen, transcript, root_redactions(found.roots), imported=HEAVY_IMPORTED)
+    store = shown(settings.db) if settings.verbose else ""
+    return open_early(
+        term, found, settings.thread, approve_mode=settings.approve, policy=policy, store=store
+    )
+
+
+# Set once import_heavy is done: the prompt's completion of `/` commands waits for it.
+HEAVY_IMPORTED = threading.Event()
+
+
+def import_heavy() -> None:
+    """What a chat imports after its prompt is up: on a thread, so that the prompt's own loop
+    still echoes what the person types (imports hold the interpreter's lock, but it passes
+    between threads every few milliseconds)."""
+    import agent_graph  # noqa: F401
+    import core.context.chat_model  # noqa: F401
+    import core.opening  # noqa: F401
+    import core.tools.tools  # noqa: F401
+    import display  # noqa: F401
+    import store.sqlite  # noqa: F401
+
+    HEAVY_IMPORTED.set()
+
+
+async def start_chat(
+    settings: Settings, screen: str, transcript: Any, early: EarlyPrompt | None
+) -> int:
     async with launch(settings) as first:
+        if early is not None:
+            await asyncio.to_thread(import_heavy)
+            early.imported()
         # The agent's heavy imports, while the server process imports the MCP SDK.
         import display  # noqa: F401
         from core.opening import open_thread
@@ -862,35 +919,48 @@ async def chat(settings: Settings) -> int:
                             started_with=started_with(roots.settings, launched),
                             other_roots=True,  # decided above, with the person if need be
                         )
-                        return await talk(roots, session, agent, launched, screen)
+                        return await talk(
+                            roots, session, agent, launched, screen, transcript, early
+                        )
 
 
-async def talk(roots: InRoots, session: Any, agent: Agent, launched: Launched, screen: str) -> int:
+async def talk(
+    roots: InRoots,
+    session: Any,
+    agent: Agent,
+    launched: Launched,
+    screen: str,
+    transcript: Any,
+    early: EarlyPrompt | None,
+) -> int:
     """The session at the person's terminal, on a thread opened for it."""
     import display
 
     settings = roots.settings
-    with open_transcript(settings.transcript) as transcript:
+    if early is not None:
+        term = early.term
+    else:
         # -p from a pipe reads nothing from it: an approval it pauses at follows --approve,
         # and with `ask` is left paused (exit 3), as at the end of a piped session.
         piped_prompt = settings.prompt is not None and not sys.stdin.isatty()
         stdin = io.StringIO() if piped_prompt else None
         term = open_terminal(screen, transcript, root_redactions(settings.roots), stdin)
-        return await display.run_session(
-            session,
-            term,
-            tool_count=len(agent.tools),
-            approve_mode=settings.approve,
-            policy=agent.policy,
-            strict=settings.strict,
-            model_line=display.model_line(agent.choice, agent.context, verbose=settings.verbose),
-            sandbox_line=kernel_sandbox_line(agent.server.kernel_sandbox, settings.verbose),
-            show_reasoning=not settings.hide_reasoning,
-            roots=launched.roots,
-            roots_note=roots.note,
-            prompt=settings.prompt,
-            store=shown(settings.db) if settings.verbose else "",
-        )
+    return await display.run_session(
+        session,
+        term,
+        tool_count=len(agent.tools),
+        approve_mode=settings.approve,
+        policy=agent.policy,
+        strict=settings.strict,
+        model_line=display.model_line(agent.choice, agent.context, verbose=settings.verbose),
+        sandbox_line=kernel_sandbox_line(agent.server.kernel_sandbox, settings.verbose),
+        show_reasoning=not settings.hide_reasoning,
+        roots=launched.roots,
+        roots_note=roots.note,
+        prompt=settings.prompt,
+        store=shown(settings.db) if settings.verbose else "",
+        early=early,
+    )
 
 
 @asynccontextmanager
@@ -936,16 +1006,19 @@ async def none_left_if_start_fails(location: str) -> AsyncIterator[None]:
 
 
 def open_terminal(
-    screen: str, transcript: Any, redactions: list[tuple[str, str]], stdin: Any = None
+    screen: str,
+    transcript: Any,
+    redactions: list[tuple[str, str]],
+    stdin: Any = None,
+    imported: threading.Event | None = None,
 ) -> Any:
     """The person's terminal: a TTY's with line editing, a status line and Markdown, or the
     plain one (a pipe, --plain, NO_COLOR, TERM=dumb) that writes no escape code unless it
     colours a diff on a terminal."""
     if screen == "tty":
-        from terminal.slash import COMMANDS
         from terminal.tty import TtyTerminal
 
-        commands = {name: found.help for name, found in COMMANDS.items()}
+        commands = SlashHelp(imported)
         return TtyTerminal(transcript=transcript, redactions=redactions, commands=commands)
     from terminal.console import Terminal
 
@@ -955,6 +1028,33 @@ def open_terminal(
             stdin=stdin, piped=True, transcript=transcript, redactions=redactions, color=color
         )
     return Terminal(transcript=transcript, redactions=redactions, color=color)
+
+
+class SlashHelp(Mapping[str, str]):
+    """`/name` -> its help, for completion at the prompt. The commands' modules import most
+    of the agent: before an early prompt's imports are done (`ready` unset) there is nothing
+    to complete yet, rather than an import that would hold the prompt's loop (and the model
+    server's question, whose timeouts run on it) until the other thread's imports end."""
+
+    def __init__(self, ready: threading.Event | None = None) -> None:
+        self.ready = ready
+
+    def _commands(self) -> Mapping[str, Any]:
+        if self.ready is not None and not self.ready.is_set():
+            return {}
+        import terminal.undo  # noqa: F401  (imported, it registers /undo)
+        from terminal.slash import COMMANDS
+
+        return COMMANDS
+
+    def __getitem__(self, name: str) -> str:
+        return str(self._commands()[name].help)
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(list(self._commands()))
+
+    def __len__(self) -> int:
+        return len(self._commands())
 
 
 @dataclass

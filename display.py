@@ -10,6 +10,7 @@ import sys
 from collections.abc import AsyncIterator, Awaitable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from langgraph.types import StateSnapshot
 
@@ -20,14 +21,13 @@ from core.changes.binding import BindingError
 from core.context.budget import estimate_text
 from core.context.context import ContextKeeper
 from core.context.models import ModelChoice
-from core.context.summary import Summary
 from core.opening import check_resumable, recover
 from core.session import ThreadSession
-from core.text import NOTE_MARK, clip, counted, format_call, visible
+from core.text import clip
 from core.threads import events
-from core.threads.messages import content_text
 from core.threads.thread_names import escaped
-from core.threads.threads import INTERRUPTED, pending_approval
+from core.threads.threads import IDLE, INTERRUPTED, pending_approval
+from terminal.banner import HINT, mode_lines, recap, status_line, summary_note, thread_line
 from terminal.console import Terminal, put
 from terminal.interrupts import Interrupted
 from terminal.question import QUESTION_ANSWERS, answer_questions
@@ -35,6 +35,9 @@ from terminal.review import ANSWER_WORDS, PIPED_ANSWERS, NotAnAnswer, review
 from terminal.slash import QUIT, CommandContext, command_word, grant_lines, run_command
 from terminal.steps import StepPrinter, show_run
 from terminal.undo import undo_command  # noqa: F401  (imported, it registers /undo)
+
+if TYPE_CHECKING:  # a pipe never imports prompt_toolkit (terminal.tty)
+    from terminal.early_prompt import EarlyPrompt
 
 QUIT_WORDS = frozenset({"quit", "exit"})
 # A prompt this big, to a model of unknown context, is warned about once (~32k tokens).
@@ -44,34 +47,9 @@ PAUSED = 3  # stopped with an approval pending or an answer refused
 
 
 def banner(snapshot: StateSnapshot | None, tool_count: int, thread: str) -> str:
-    head = f"Loaded {tool_count} tools. Thread '{visible(thread, keep='')}': "
-    payload = pending_approval(snapshot)
-    if payload and payload["kind"] == QUESTION_KIND:
-        asked = "; ".join(repr(c.get("question", "")) for c in payload["calls"])
-        return head + f"paused: waiting for your answer to {asked}."
-    if payload:
-        calls = ", ".join(format_call(c["name"], c["args"], 60) for c in payload["calls"])
-        return head + f"paused: waiting for your approval of {calls}."
     values = snapshot.values if snapshot is not None else None
     messages = (values or {}).get("messages") or []
-    if messages:
-        return head + f"resuming, {counted(len(messages), 'message')}."
-    return head + "new conversation."
-
-
-def status_line(
-    roots: Sequence[Path | str], approve_mode: str, note: str = "", store: str = ""
-) -> str:
-    """Where the agent may read and write (with `note`: "this thread's" when they are the
-    roots the thread was started with, taken without --root), who decides writes, and (with
-    `store`, under --verbose) where threads are kept."""
-    label = "Root" if len(roots) == 1 else "Roots"
-    where = ", ".join(visible(str(root), keep="") for root in roots)
-    parts = [f"{label}: {where}" + (f" ({note})" if note else "")] if roots else []
-    parts.append(f"Approval: {approve_mode}")
-    if store:
-        parts.append(f"Threads: {visible(store, keep='')}")
-    return " · ".join(parts)
+    return thread_line(thread, pending_approval(snapshot), len(messages), tool_count)
 
 
 def model_line(choice: ModelChoice, context: ContextKeeper, *, verbose: bool = False) -> str:
@@ -94,50 +72,18 @@ def model_line(choice: ModelChoice, context: ContextKeeper, *, verbose: bool = F
 
 
 def recap_line(snapshot: StateSnapshot | None) -> str | None:
-    """Where a resumed thread was: the person's last prompt, clipped, and the first line of
-    the answer to it (a paused thread's banner says what it waits on instead)."""
     values = (snapshot.values if snapshot is not None else None) or {}
-    messages = list(values.get("messages") or [])
-    asked = [
-        n
-        for n, m in enumerate(messages)
-        if m.type == "human" and not content_text(m.content).startswith(NOTE_MARK)
-    ]
-    if not asked:
-        return None
-    prompt = " ".join(content_text(messages[asked[-1]].content).split())
-    recap = f"Last: you> {clip(prompt, 70)}"
-    answers = [m for m in messages[asked[-1] + 1 :] if m.type == "ai" and content_text(m.content)]
-    if answers and not pending_approval(snapshot):
-        first = (content_text(answers[-1].content).strip().splitlines() or [""])[0]
-        recap += f" · agent> {clip(first, 70)}"
-    return recap
+    return recap(list(values.get("messages") or []), paused=bool(pending_approval(snapshot)))
 
 
 def summary_line(snapshot: StateSnapshot | None) -> str | None:
-    """A resumed thread whose older turns the model sees as a summary says so."""
     values = (snapshot.values if snapshot is not None else None) or {}
-    summary = Summary.from_state(values.get("summary"))
-    if summary is None:
-        return None
-    return (
-        f"The model is sent a summary in place of this thread's first {summary.covers} "
-        "messages (fsagent threads show has them all)."
-    )
+    return summary_note(values.get("summary"))
 
 
 def approval_summary(mode: str, policy: Policy | None, grants: list[Grant]) -> list[str]:
     """Whatever decides writes without asking, said up front."""
-    lines = []
-    if mode == "yes":
-        lines.append("--approve yes: every write that no rule denies runs without asking.")
-    elif mode == "no":
-        lines.append("--approve no: every write is refused; reads still run.")
-    if policy is not None and policy.rules:
-        lines.append(f"Rules: {len(policy.rules)} from {policy.source}.")
-    if grants:
-        lines += grant_lines(grants)
-    return lines
+    return mode_lines(mode, policy) + (grant_lines(grants) if grants else [])
 
 
 def left_paused(thread: str, question: bool) -> str:
@@ -260,13 +206,19 @@ async def run_session(
     sandbox_line: str | None = None,
     prompt: str | None = None,
     store: str = "",
+    early: EarlyPrompt | None = None,
 ) -> int:
-    """The read-eval loop. Returns the exit code (see agent.EXIT_CODES)."""
+    """The read-eval loop. Returns the exit code (see agent.EXIT_CODES). With `early`, the
+    banner was said and the first line is being read already (terminal.early_prompt): what
+    was not known then (the tools, the model, the kernel sandbox) is said now."""
     # The session at a glance: the model and its context, where the agent may read and write
     # (and, when there is none or with --verbose, whether the kernel holds it there), and who
     # decides writes.
     status = (model_line, status_line(roots, approve_mode, roots_note, store), sandbox_line)
     lines = [line for line in status if line]
+    if early is not None:
+        loaded = f"Loaded {tool_count} tools." + (f" {model_line}" if model_line else "")
+        lines = [line for line in (loaded, sandbox_line) if line]
     session.hold_until_known = not term.watched
     with term.ctrl_c.installed():
         try:
@@ -280,6 +232,7 @@ async def run_session(
                 status=lines,
                 show_reasoning=show_reasoning,
                 prompt=prompt,
+                early=early,
             )
         except asyncio.CancelledError:
             # Ctrl-C while nothing could be cut off on its own (the banner being read, a
@@ -304,26 +257,43 @@ async def _run_session(
     status: list[str],
     show_reasoning: bool,
     prompt: str | None,
+    early: EarlyPrompt | None = None,
 ) -> int:
     view = await session.view()
     check_resumable(view)  # before the banner: a thread that cannot go on is the news
     snapshot = view.snapshot if view is not None else None
-    # A thread waiting for approval says so first: its calls are what matters now.
-    term.say(banner(snapshot, tool_count, escaped(session.thread)))
-    for extra in (recap_line(snapshot), *status, summary_line(snapshot)):
-        if extra:
-            term.say(extra)
-    grants = list(((snapshot.values if snapshot else None) or {}).get("grants") or [])
-    for line in approval_summary(approve_mode, policy, grants):
-        term.say(line)
-    if not term.piped and prompt is None:  # a hint for a person at the keyboard only
-        term.say("Type a prompt; /help lists the commands; /quit or Ctrl-D ends.")
+    if early is not None and (
+        (view is not None and view.status != IDLE) or await session.unfinished_undo()
+    ):
+        # Something to finish or answer first (another fsagent paused the thread since the
+        # light reader looked, or an undo was cut off): that comes before any prompt.
+        typed = early.cancel()
+        if typed:
+            term.say(f"⚠ not sent: {clip(typed, 60)!r}; this thread is waiting, say it again after")
+        early = None
+    if early is not None:
+        for line in status:  # the banner was said before the start (terminal.early_prompt)
+            term.say(line)
+    else:
+        # A thread waiting for approval says so first: its calls are what matters now.
+        term.say(banner(snapshot, tool_count, escaped(session.thread)))
+        for extra in (recap_line(snapshot), *status, summary_line(snapshot)):
+            if extra:
+                term.say(extra)
+        grants = list(((snapshot.values if snapshot else None) or {}).get("grants") or [])
+        for line in approval_summary(approve_mode, policy, grants):
+            term.say(line)
+        if not term.piped and prompt is None:  # a hint for a person at the keyboard only
+            term.say(HINT)
     printer = StepPrinter(term, show_reasoning=show_reasoning)
     conversation = Conversation(session, term, printer, strict=strict)
     # An undo or a run a crash cut off is finished before anything else (core.opening).
-    stopped = await conversation.show_run(recover(session, view), "finishing")
-    if stopped == CTRL_C:
-        return CTRL_C
+    # After an early prompt there is neither (checked above), and no status line may be
+    # drawn over the prompt being read.
+    if early is None:
+        stopped = await conversation.show_run(recover(session, view), "finishing")
+        if stopped == CTRL_C:
+            return CTRL_C
     cut_off = view is not None and view.status == INTERRUPTED
     pending = session.paused_on if cut_off else pending_approval(snapshot)
     stopped = await conversation.settle_approvals(pending)
@@ -334,7 +304,7 @@ async def _run_session(
         if stopped is not None:
             return stopped
         return 1 if printer.errors else 0
-    return await prompt_loop(conversation)
+    return await prompt_loop(conversation, early)
 
 
 # A bare answer typed at the prompt almost always belongs to an approval that did not come
@@ -344,12 +314,13 @@ def looks_like_an_answer(line: str) -> bool:
     return word.strip() in ANSWER_WORDS and (not colon or word.strip() in ("n", "no", "e"))
 
 
-async def prompt_loop(conversation: Conversation) -> int:
+async def prompt_loop(conversation: Conversation, early: EarlyPrompt | None = None) -> int:
     term = conversation.term
     commands = CommandContext(conversation.session, term, conversation.printer)
     while True:
         try:
-            line = await term.prompt("you> ")
+            line = await (early.first() if early is not None else term.prompt("you> "))
+            early = None
         except Interrupted:
             return CTRL_C
         if line is None or line.strip().lower() in QUIT_WORDS:

@@ -24,6 +24,7 @@ from prompt_toolkit.history import FileHistory, History, InMemoryHistory
 from prompt_toolkit.key_binding import KeyBindings, KeyPressEvent
 
 ENDING_WORDS = frozenset({"quit", "exit", "/quit"})
+MENU_ROWS = 7  # the six `/` commands (terminal.slash, terminal.undo) and a row
 
 
 def history_path(environ: Mapping[str, str] | None = None) -> Path:
@@ -109,12 +110,20 @@ class LineEditor:
             complete_while_typing=True,
             key_bindings=request_bindings(),
             prompt_continuation=lambda width, line, wrapped: "." * (width - 1) + " ",
-            # Room below the prompt for the menu of commands, not the usual 8 blank lines.
-            reserve_space_for_menu=min(8, len(commands) + 1),
+            # Room below the prompt for the menu of commands: a row each and one more. Not
+            # counted from `commands`, which may be read only when first wanted (agent.py).
+            reserve_space_for_menu=MENU_ROWS,
         )
         self.answers: PromptSession[str] = PromptSession(
             history=InMemoryHistory(), reserve_space_for_menu=0
         )
+
+    def complete_again(self) -> None:
+        """Offer the `/` commands for what is typed so far: they can be known only after the
+        prompt came up (an early prompt, terminal.early_prompt)."""
+        buffer = self.requests.default_buffer
+        if self.requests.app.is_running and buffer.text.startswith("/"):
+            buffer.start_completion(select_first=False)
 
     async def request(self, prompt: str) -> str:
         return await self.requests.prompt_async(prompt, set_exception_handler=False)

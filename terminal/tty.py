@@ -13,6 +13,8 @@ from collections.abc import Awaitable, Callable, Iterator, Mapping
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 
+from prompt_toolkit import print_formatted_text
+from prompt_toolkit.formatted_text import ANSI
 from rich.console import Console
 
 from core.text import visible
@@ -34,6 +36,7 @@ class TtyTerminal(Terminal):
         self.console = Console(file=self.out, highlight=False, emoji=False, markup=False)
         self.live = LiveArea(self.console)
         self.working_depth = 0
+        self.reading = False  # a prompt is being read: lines go above it
         self.reasoning = ""  # the model's thinking not yet printed: the end of its last line
 
     # -- lines out -------------------------------------------------------------------------------
@@ -41,6 +44,10 @@ class TtyTerminal(Terminal):
     def write_line(self, shown: str) -> None:
         if self.working_depth:
             self.live.print(shown)
+        elif self.reading:
+            # A line while the person types (the model's line after an early prompt,
+            # terminal.early_prompt): printed above the prompt, which is drawn again below.
+            print_formatted_text(ANSI(shown), file=self.out)
         else:
             super().write_line(shown)
 
@@ -132,9 +139,12 @@ class TtyTerminal(Terminal):
 
     async def _read(self, read: Callable[[str], Awaitable[str]], text: str) -> str | None:
         self.end_stream()
+        self.reading = True
         try:
             return await read(text)
         except KeyboardInterrupt:
             raise Interrupted from None
         except EOFError:
             return None
+        finally:
+            self.reading = False

@@ -944,7 +944,8 @@ class FakeLLM:
 
     def stop(self) -> None:
         if self._server is not None:
-            self._server.shutdown()
+            if self._thread is not None:  # shutdown() waits for a serve_forever that runs
+                self._server.shutdown()
             self._server.server_close()
             self._server = None
         if self._thread is not None:

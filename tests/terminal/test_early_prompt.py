@@ -1,0 +1,127 @@
+"""The prompt before the imports (issue 31): at a terminal, `you>` comes before the model
+server has been asked anything, the banner's model line follows when it is known, and a
+line typed before then waits for it under a status line. The real CLI on a pty, and the
+stand-in held deterministically: `FakeLLM.bind()` listens (a connection is accepted by the
+kernel) but answers nothing until `start()`."""
+
+from __future__ import annotations
+
+from conftest import Workspace, agent_env
+from fake_llm import FakeLLM, reply, text, tool_call
+from pty_screen import ENTER, PtyScreen
+
+
+def at_a_terminal(workspace: Workspace, llm: FakeLLM) -> PtyScreen:
+    state = workspace.root.parent / "state"  # the history, kept out of the person's home
+    environment = agent_env() | {"XDG_STATE_HOME": str(state)}
+    return PtyScreen(workspace.command(llm.base_url), str(workspace.root), environment)
+
+
+def test_the_prompt_comes_before_the_model_server_answers(workspace: Workspace):
+    llm = FakeLLM([text("Hello there.")], auto_route="general")
+    llm.bind()  # listening, answering nothing yet
+    try:
+        screen = at_a_terminal(workspace, llm)
+        at = screen.wait_for("you>")
+        before = screen.screen_text()[:at]
+        assert "Thread 't': new conversation." in before
+        assert f"Root: {workspace.root}" in before and "Approval: ask" in before
+        assert "model fake-model" not in before  # the server has not said yet
+        screen.type("hello")
+        screen.type(ENTER)
+        typed = screen.wait_for("you> hello", at - len("you>"))
+        screen.wait_for("starting: the model server and the tools", typed)  # a sign of life
+        assert llm.requests == []  # nothing was sent: the prompt waits for the start
+        llm.start()
+        # The status line is gone when the start is done: look from the typed line on.
+        at = screen.wait_for("Loaded 20 tools. model fake-model, context unknown", typed)
+        at = screen.wait_for("agent> Hello there.", at)
+        screen.wait_for("you>", at)
+        screen.enter("/quit")
+        code = screen.close()
+    finally:
+        llm.stop()
+
+    assert code == 0, screen.screen_text()
+    said = [m["content"] for m in llm.requests_with_tools()[-1]["messages"] if m["role"] == "user"]
+    assert said == ["hello"]  # typed before the start was done, sent once after it
+
+
+def test_the_model_line_comes_above_a_prompt_being_typed(workspace: Workspace):
+    llm = FakeLLM([text("Noted.")], auto_route="general")
+    llm.bind()
+    try:
+        screen = at_a_terminal(workspace, llm)
+        at = screen.wait_for("you>")
+        screen.type("half a thou")  # still typing when the model is known
+        llm.start()
+        # Printed where the prompt was, which is drawn again below it.
+        loaded = screen.wait_for("Loaded 20 tools. model fake-model", at - len("you>"))
+        screen.wait_for("you> half a thou", loaded)  # with what was typed kept
+        screen.type("ght")
+        screen.type(ENTER)
+        at = screen.wait_for("agent> Noted.", loaded)
+        screen.wait_for("you>", at)
+        screen.enter("/quit")
+        code = screen.close()
+    finally:
+        llm.stop()
+
+    assert code == 0, screen.screen_text()
+    said = [m["content"] for m in llm.requests_with_tools()[-1]["messages"] if m["role"] == "user"]
+    assert said == ["half a thought"]
+
+
+def test_a_start_that_fails_after_a_line_was_typed_says_it_was_not_sent(workspace: Workspace):
+    llm = FakeLLM([], auto_route="general")
+    llm.bind()
+    screen = at_a_terminal(workspace, llm)
+    at = screen.wait_for("you>")
+    screen.type("tidy the notes")
+    screen.type(ENTER)
+    typed = screen.wait_for("you> tidy the notes", at - len("you>"))
+    screen.wait_for("starting: the model server and the tools", typed)
+    llm.stop()  # the model server goes away before it answered
+    at = screen.wait_for("fsagent: not sent: 'tidy the notes'", typed)
+    screen.wait_for("fsagent: cannot reach the model server", at)
+    code = screen.close()
+
+    assert code != 0
+    assert not workspace.db.exists()  # a start that failed leaves no thread file behind
+
+
+def test_a_thread_waiting_for_approval_is_asked_about_before_any_prompt(workspace: Workspace):
+    write = {"path": "hello.txt", "content": "hi\n"}
+    script = [reply(tool_calls=[tool_call("write_file", write)]), text("Done.")]
+    with FakeLLM(script, auto_route="filesystem") as llm:
+        paused = workspace.run(llm.base_url, "write hello\n")
+        assert paused.returncode == 3, paused.stderr
+        screen = at_a_terminal(workspace, llm)
+        at = screen.wait_for("paused: waiting for your approval of write_file")
+        at = screen.wait_for("write_file? [y/n/e/a/r/?]", at)
+        asked_first = screen.screen_text()[:at].splitlines()
+        assert not any(line.startswith("you>") for line in asked_first)  # the approval first
+        screen.type("y")
+        screen.type(ENTER)
+        at = screen.wait_for("agent> Done.", at)
+        screen.wait_for("you>", at)
+        screen.enter("/quit")
+        code = screen.close()
+
+    assert code == 0, screen.screen_text()
+    assert (workspace.root / "hello.txt").read_text() == "hi\n"
+
+
+def test_a_resumed_thread_gets_the_same_recap_before_the_prompt(workspace: Workspace):
+    with FakeLLM([text("The shed needs a roof."), text("Yes.")], auto_route="general") as llm:
+        first = workspace.run(llm.base_url, "what does the shed need\n")
+        assert first.returncode == 0, first.stderr
+        screen = at_a_terminal(workspace, llm)
+        at = screen.wait_for("\nyou>")  # the prompt, not the recap's
+        before = screen.screen_text()[:at]
+        assert "Thread 't': resuming, 2 messages." in before
+        assert "Last: you> what does the shed need · agent> The shed needs a roof." in before
+        screen.enter("/quit")
+        code = screen.close()
+
+    assert code == 0, screen.screen_text()
