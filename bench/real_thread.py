@@ -28,19 +28,19 @@ import httpx
 
 REPO = Path(__file__).resolve().parent.parent
 LOG = Path(os.environ.get("REAL_LLM_DIR", "/tmp/real-llm")) / "server.log"
-WORDS = (
+TEXT = (
     "the shed needs a new roof before winter and the garden path floods after rain so we "
     "should dig a drain near the gate plant garlic in october and move the compost heap "
     "away from the fence the neighbours asked about the hedge which has grown over their "
     "side again while the apple tree gave a poor crop this year"
-).split()
+)
 PROCESSED = re.compile(r"prompt eval time =\s*[\d.]+ ms /\s*(\d+) tokens")
 TOTAL = re.compile(r"stop processing: n_tokens = (\d+)")
 
 
 def paragraph(words: int, seed: int) -> str:
-    pick = random.Random(seed).choice
-    return " ".join(pick(WORDS) for _ in range(words)) + "."
+    pick, vocabulary = random.Random(seed).choice, TEXT.split()
+    return " ".join(pick(vocabulary) for _ in range(words)) + "."
 
 
 def count(base: str, text: str) -> int:

@@ -161,7 +161,7 @@ def measure() -> list[Row]:
     from bench import reading  # the reading commands' CPU, on a store of their own
 
     return [
-        row("start-up to `you> ` prompt (pty)", prompt, bare, "s", "<= 1.3x bare import"),
+        row("start-up to `you> ` prompt (pty)", prompt, bare, "s", "<= 0.5x bare import"),
         row("echo quit | fsagent, launch to exit", piped, bare, "s", "figure"),
         row("fsagent --help, launch to exit", helped, bare, "s", "figure (lazy imports)"),
         *sandbox,

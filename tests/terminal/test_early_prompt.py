@@ -6,7 +6,9 @@ kernel) but answers nothing until `start()`."""
 
 from __future__ import annotations
 
-from conftest import Workspace, agent_env
+from thread_folders import LIST, elsewhere, with_root, without_root
+
+from conftest import Workspace, agent_env, tool_messages
 from fake_llm import FakeLLM, reply, text, tool_call
 from pty_screen import ENTER, PtyScreen
 
@@ -125,3 +127,52 @@ def test_a_resumed_thread_gets_the_same_recap_before_the_prompt(workspace: Works
         code = screen.close()
 
     assert code == 0, screen.screen_text()
+
+
+def test_a_thread_resumed_without_root_prompts_early_in_its_own_roots(workspace: Workspace):
+    other = elsewhere(workspace)
+    with FakeLLM([text("Hi."), LIST, text("Listed.")], auto_route="filesystem") as llm:
+        assert workspace.run(llm.base_url, "hello\n").returncode == 0
+        command = without_root(workspace, llm.base_url)
+        screen = PtyScreen(command, str(other), agent_env() | {"XDG_STATE_HOME": str(other)})
+        at = screen.wait_for("\nyou>")
+        assert f"Root: {workspace.root.resolve()} (this thread's)" in screen.screen_text()[:at]
+        screen.enter("what is here?")
+        at = screen.wait_for("agent> Listed.", at)
+        screen.wait_for("you>", at)
+        screen.enter("/quit")
+        code = screen.close()
+        [listing] = tool_messages(llm.requests_with_tools()[-1])
+
+    assert code == 0, screen.screen_text()
+    assert "notes.md" in listing["content"] and "Makefile" not in listing["content"]
+
+
+def test_other_roots_are_asked_about_before_any_prompt(workspace: Workspace):
+    other = elsewhere(workspace)
+    with FakeLLM([text("Hi.")], auto_route="general") as llm:
+        assert workspace.run(llm.base_url, "hello\n").returncode == 0
+        command = with_root(workspace.command(llm.base_url), other)
+        screen = PtyScreen(command, str(other), agent_env() | {"XDG_STATE_HOME": str(other)})
+        at = screen.wait_for("Act in the roots given for this session? [y/N]")
+        assert not any(line.startswith("you>") for line in screen.screen_text()[:at].splitlines())
+        screen.enter("")
+        code = screen.close()
+
+    assert code == 2, screen.screen_text()
+
+
+def test_a_thread_with_grants_says_them_before_the_prompt(workspace: Workspace):
+    write = {"path": "docs/a.md", "content": "a\n"}
+    script = [reply(tool_calls=[tool_call("write_file", write)]), text("a done")]
+    with FakeLLM(script, auto_route="filesystem") as llm:
+        granted = workspace.run(llm.base_url, "write a\na\n")  # a: approve, and grant the like
+        assert granted.returncode == 0, granted.stderr
+        screen = at_a_terminal(workspace, llm)
+        at = screen.wait_for("\nyou>")
+        before = screen.screen_text()[:at]
+        screen.enter("/quit")
+        code = screen.close()
+
+    assert code == 0, screen.screen_text()
+    assert "Grants in this thread" in before and "1. write_file inside docs/" in before

@@ -11,26 +11,11 @@ from __future__ import annotations
 import subprocess
 from pathlib import Path
 
+from thread_folders import LIST, elsewhere, with_root, without_root
+
 from conftest import Workspace, agent_env, tool_messages
 from fake_llm import FakeLLM, reply, text, tool_call
 from pty_screen import PtyScreen
-
-LIST = reply(tool_calls=[tool_call("list_directory", {"path": "."}, id="call_ls")])
-
-
-def elsewhere(workspace: Workspace) -> Path:
-    """Another folder, with its own files: where the person happens to be."""
-    other = (workspace.outside / "clone").resolve()
-    other.mkdir()
-    (other / "Makefile").write_text("all:\n")
-    (workspace.root / "notes.md").write_text("the thread's notes\n")
-    return other
-
-
-def without_root(workspace: Workspace, base_url: str, *args: str) -> list[str]:
-    command = workspace.command(base_url, *args)
-    at = command.index("--root")
-    return command[:at] + command[at + 2 :]
 
 
 def run_in(folder: Path, command: list[str], stdin: str = "") -> subprocess.CompletedProcess[str]:
@@ -43,11 +28,6 @@ def run_in(folder: Path, command: list[str], stdin: str = "") -> subprocess.Comp
         cwd=folder,
         env=agent_env(),
     )
-
-
-def with_root(command: list[str], root: Path) -> list[str]:
-    at = command.index("--root")
-    return [*command[: at + 1], str(root), *command[at + 2 :]]
 
 
 def test_a_thread_resumed_without_root_works_in_its_own_roots(workspace: Workspace):
