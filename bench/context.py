@@ -35,11 +35,11 @@ from bench.common import Row, agent_command, agent_env, fake_llm_module, row
 
 TURNS = 30
 
-# The stand-in's tokenizer against a real one: a real llama.cpp counted 1,774 tokens for the
-# fixed part (system 274, tools 1,500, 14 tools; issue 21), which the stand-in counts as
-# 1,921 with the same 14 tools. So real tokens are about 0.92 of the stand-in's (the stand-in
-# cuts JSON finer; the real count also holds the template's own tool instructions).
-REAL_PER_STAND_IN = 1774 / 1921
+# The stand-in's tokenizer against a real one and its template: the kit's llama.cpp (the
+# Hermes 2 Pro tool-use template, SmolLM2's tokenizer; bench/real_fixed.py) counted 982 tokens
+# for the fixed part with all 7 tools, which the stand-in counts as 960 (issue 30). The ratio
+# depends on the template: for issue 21's 14 tools and another template it was 1,774 / 1,921.
+REAL_PER_STAND_IN = 982 / 960
 # Before issue 21's compaction work (git d3c0181), measured with this session: 28 summaries
 # in 30 turns, with a reply limit of 1,024 on 4096.
 COMPACTIONS_PER_TURN_BEFORE = 28 / 30
