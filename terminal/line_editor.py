@@ -5,7 +5,8 @@ history kept between sessions, `/` commands completed, and more than one line wh
   readable by its owner only: prompts can say private things. Only requests are kept;
   answers at an approval are not.
 - A newline: Alt-Enter (Esc then Enter), or a backslash at the end of the line. A pasted
-  block of lines arrives whole (bracketed paste), as one request.
+  block of lines arrives whole (bracketed paste), as one request; one of more than 20 lines
+  or 4 KB shows as `[pasted N lines (M KB) #1]` while the line is edited, and is sent whole.
 - Ctrl-C at `you>` clears what was typed; on an empty line it ends the session. Ctrl-C at any
   other question leaves it unanswered (KeyboardInterrupt); Ctrl-D on an empty line is the
   end of input (EOFError).
@@ -14,6 +15,7 @@ history kept between sessions, `/` commands completed, and more than one line wh
 from __future__ import annotations
 
 import os
+import re
 from collections.abc import Iterable, Mapping
 from pathlib import Path
 
@@ -21,9 +23,13 @@ from prompt_toolkit import PromptSession
 from prompt_toolkit.completion import CompleteEvent, Completer, Completion
 from prompt_toolkit.document import Document
 from prompt_toolkit.history import FileHistory, History, InMemoryHistory
-from prompt_toolkit.key_binding import KeyBindings, KeyPressEvent
+from prompt_toolkit.key_binding import KeyBindings, KeyPressEvent, merge_key_bindings
+from prompt_toolkit.keys import Keys
+
+from terminal.console import pasted
 
 ENDING_WORDS = frozenset({"quit", "exit", "/quit"})
+PASTE_MARK = re.compile(r"\[pasted \d+ lines? \(\d+ KB\) #\d+\]")
 MENU_ROWS = 7  # the six `/` commands (terminal.slash, terminal.undo) and a row
 
 
@@ -41,7 +47,9 @@ class PromptHistory(FileHistory):
     that Up in a new session brings back the last request rather than `/quit`."""
 
     def append_string(self, string: str) -> None:
-        if string.strip().lower() not in ENDING_WORDS:
+        # A request with a paste's mark is not kept: recalled, the mark would be sent as it
+        # reads, without the paste (Pastes holds it for this request only).
+        if string.strip().lower() not in ENDING_WORDS and not PASTE_MARK.search(string):
             super().append_string(string)
 
 
@@ -100,15 +108,51 @@ def request_bindings() -> KeyBindings:
     return keys
 
 
+class Pastes:
+    """Pastes too long to show (terminal.console.pasted: more than 20 lines or 4 KB), held
+    while the request is edited: the line shows `[pasted N lines (M KB) #k]` in their place,
+    and the request sent has each paste whose mark is still there, whole."""
+
+    def __init__(self) -> None:
+        self.held: dict[str, str] = {}
+
+    def paste(self, data: str) -> str:
+        """What the line shows for `data`: itself, or its mark."""
+        data = data.replace("\r\n", "\n").replace("\r", "\n")
+        size = pasted(data)
+        if size is None:
+            return data
+        mark = f"[{size} #{len(self.held) + 1}]"
+        self.held[mark] = data
+        return mark
+
+    def expand(self, line: str) -> str:
+        for mark, data in self.held.items():
+            line = line.replace(mark, data)
+        self.held.clear()
+        return line
+
+
+def paste_bindings(pastes: Pastes) -> KeyBindings:
+    keys = KeyBindings()
+
+    @keys.add(Keys.BracketedPaste)
+    def paste(event: KeyPressEvent) -> None:
+        event.current_buffer.insert_text(pastes.paste(event.data))
+
+    return keys
+
+
 class LineEditor:
     """Two prompts: requests (history, completion, several lines) and answers (plain)."""
 
     def __init__(self, commands: Mapping[str, str], history: History) -> None:
+        self.pastes = Pastes()
         self.requests: PromptSession[str] = PromptSession(
             history=history,
             completer=SlashCompleter(commands),
             complete_while_typing=True,
-            key_bindings=request_bindings(),
+            key_bindings=merge_key_bindings([request_bindings(), paste_bindings(self.pastes)]),
             prompt_continuation=lambda width, line, wrapped: "." * (width - 1) + " ",
             # Room below the prompt for the menu of commands: a row each and one more. Not
             # counted from `commands`, which may be read only when first wanted (agent.py).
@@ -126,7 +170,12 @@ class LineEditor:
             buffer.start_completion(select_first=False)
 
     async def request(self, prompt: str) -> str:
-        return await self.requests.prompt_async(prompt, set_exception_handler=False)
+        try:
+            line = await self.requests.prompt_async(prompt, set_exception_handler=False)
+        except BaseException:
+            self.pastes.held.clear()  # Ctrl-C cleared the line, Ctrl-D ended: no paste is sent
+            raise
+        return self.pastes.expand(line)
 
     async def answer(self, prompt: str) -> str:
         return await self.answers.prompt_async(prompt, set_exception_handler=False)

@@ -552,3 +552,24 @@ def test_the_status_line_says_the_roots_and_who_decides():
 
     assert status_line([Path("/a"), Path("/b")], "yes") == "Roots: /a, /b · Approval: yes"
     assert status_line([Path("/a")], "ask") == "Root: /a · Approval: ask"
+
+
+def test_a_big_paste_shows_as_its_size_and_is_sent_whole(workspace: Workspace):
+    log = "".join(f"2026-12-02 12:{n // 60:02}:{n % 60:02} worker {n} ok\n" for n in range(600))
+    with FakeLLM([text("Six hundred lines.")], auto_route="general") as llm:
+        screen = at_a_terminal(workspace, llm)
+        at = screen.wait_for("you>")
+        screen.type("summarise this: ")
+        screen.type(f"\x1b[200~{log}\x1b[201~")  # a bracketed paste of 600 lines
+        shown = screen.wait_for("you> summarise this: [pasted 601 lines (", at - len("you>"))
+        screen.type(ENTER)
+        at = screen.wait_for("agent> Six hundred lines.", shown)
+        screen.wait_for("you>", at)
+        screen.enter("/quit")
+        code = screen.close()
+
+    assert code == 0, screen.screen_text()
+    assert "worker 300 ok" not in screen.screen_text()  # never drawn line by line
+    assert users_said(llm.requests_with_tools()[-1]) == [f"summarise this: {log}".strip()]
+    history = (workspace.root.parent / "state" / "fsagent" / "history").read_text()
+    assert "[pasted" not in history  # a mark recalled later would be sent without its paste
