@@ -16,6 +16,7 @@ from core.text import NOTE_MARK, content_text, counted, format_call, format_resu
 from core.threads.stored_views import INTERRUPTED, StoredView
 from core.threads.thread_names import escaped
 from store.base import AuditRow
+from store.location import shown
 from terminal.console import put
 
 AUDIT_FIELDS = ("time", "thread", "call_id", "tool", "args", "decision", "reason", "by")
@@ -59,8 +60,12 @@ def call_lines(view: Judged, indent: str = "    ") -> list[str]:
 
 
 def print_listing(views: Sequence[StoredView], location: str) -> int:
+    """The threads, and the store they are kept in (the data folder's file, a clone's
+    threads.db, --db or a Postgres URL without its password): a person with threads in more
+    than one place sees which one this is."""
+    where = shown(location)
     if not views:
-        put(f"No threads in {location}.")
+        put(f"No threads in {where}.")
         return 0
     width = max(len("NAME"), *(len(escaped(v.name)) for v in views))
     put(f"{'NAME':<{width}}  {'MESSAGES':>8}  {'LAST ACTIVITY':<16}  STATUS")
@@ -71,6 +76,7 @@ def print_listing(views: Sequence[StoredView], location: str) -> int:
         )
         for line in call_lines(view):
             put(line)
+    put(f"{counted(len(views), 'thread')} in {where}")
     return 0
 
 

@@ -373,3 +373,22 @@ def test_a_paste_that_cannot_fit_a_known_context_is_not_sent(workspace: Workspac
     assert "you> pasted 1 line (49 KB)" in result.stdout
     assert "context is unknown" not in result.stdout
     assert "does not fit" in result.stdout + result.stderr, result.stdout
+
+
+def test_threads_names_the_store_it_lists(workspace: Workspace) -> None:
+    with FakeLLM([text("Hi."), text("Hello.")], auto_route="general") as llm:
+        assert workspace.run(llm.base_url, "hello\n", thread="one").returncode == 0
+        assert workspace.run(llm.base_url, "hi\n", thread="two").returncode == 0
+    listed = subprocess.run(
+        [sys.executable, str(AGENT), "threads", "--db", str(workspace.db)],
+        capture_output=True,
+        text=True,
+        env=agent_env(),
+        cwd=workspace.outside,
+    )
+
+    assert listed.returncode == 0, listed.stderr
+    lines = listed.stdout.splitlines()
+    assert lines[0].split() == ["NAME", "MESSAGES", "LAST", "ACTIVITY", "STATUS"]
+    assert [line.split()[0] for line in lines[1:3]] == ["one", "two"]
+    assert lines[-1] == f"2 threads in {workspace.db}"  # which file, when a person has several

@@ -43,7 +43,8 @@ def test_a_release_0_1_0_file_opens_migrates_and_resumes(workspace: Workspace):
 
     assert listed.returncode == 0, listed.stderr
     lines = listed.stdout.splitlines()
-    assert [line.split()[0] for line in lines[1:] if not line.startswith(" ")] == [
+    assert lines[-1] == f"3 threads in {workspace.db}"
+    assert [line.split()[0] for line in lines[1:-1] if not line.startswith(" ")] == [
         "done",
         "granted",
         "waiting",
