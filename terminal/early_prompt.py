@@ -94,6 +94,8 @@ class EarlyPrompt:
         self.line.add_done_callback(self._typed)
 
     def _typed(self, line: asyncio.Task[str | None]) -> None:
+        if self.taken:
+            return  # the session was waiting for it: it goes on at once, no sign needed
         if line.cancelled() or line.exception() is not None or line.result() is None:
             return  # Ctrl-C or Ctrl-D: the session ends once it can
         self.waiting = True

@@ -74,7 +74,7 @@ def test_on_a_small_model_reaches_the_approval_of_a_real_write_call(workspace: W
     assert write["required"] == ["path"] and write["additionalProperties"] is False
     assert set(write["properties"]) == {"path", "content", "edits"}
     assert (
-        "- write_file(path, content?, edits?: [{old_text, new_text}]): Write a whole file, "
+        "- write_file(path, content?, edits?: [{old_text, new_text}]): Create or overwrite a "
         in step["messages"][0]["content"]
     )
     # The call is sent back as the JSON the model wrote, its result under the tool's name.

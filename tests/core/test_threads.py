@@ -17,6 +17,7 @@ import pytest
 from conftest import REPO, Workspace, tool_messages
 from core.threads.ledger import HOLD_MARKER, TEST_HOLD_ENV
 from fake_llm import FakeLLM, reply, text, tool_call
+from store.location import shown as shown_location
 
 OLD_GRAPH = REPO / "tests" / "old_graph.py"
 NO_LLM = "http://127.0.0.1:9/v1"  # nothing listens: commands that only read must not ask
@@ -313,8 +314,9 @@ def test_thread_commands_on_normal_and_wrong_input(workspace: Workspace):
     assert waiting_reset.returncode == 0, waiting_reset.stderr
     assert "cancelled call_1: write_file" in waiting_reset.stdout
     assert removed.returncode == 0 and "Deleted thread 't'." in removed.stdout
-    [row] = after.stdout.splitlines()[1:]
+    [row, store] = after.stdout.splitlines()[1:]
     assert row.startswith("w ") and row.endswith("idle")
+    assert store == f"1 thread in {shown_location(workspace.location)}"  # no password shown
     assert "← ✗ Cancelled: write_file did not run" in shown.stdout
     assert not (workspace.root / "hello.txt").exists()
 

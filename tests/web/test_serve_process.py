@@ -131,7 +131,7 @@ def test_a_client_gone_or_sigterm_cuts_a_running_turn_off_as_ctrl_c_does(workspa
 
         listed = workspace.run(NO_LLM, "", "threads", thread=None)
         shown_b = workspace.run(NO_LLM, "", "threads", "show", "b")
-    assert [line.split()[-1] for line in listed.stdout.splitlines()[1:]] == ["idle", "idle"]
+    assert [line.split()[-1] for line in listed.stdout.splitlines()[1:-1]] == ["idle", "idle"]
     assert "← ✗ Outcome unknown: write_file was started" in shown_b.stdout
 
 
