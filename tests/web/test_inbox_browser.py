@@ -498,3 +498,121 @@ def test_a_whole_diff_whose_file_changed_while_it_loaded_binds_no_yes_to_it(
         browser.call(review(served.url, llm))
         served.kill()
     assert big.read_text() == "changed while the diff loaded\n"
+
+
+def test_an_approval_that_comes_during_the_page_s_fetch_is_shown_without_a_reload(
+    workspace: Workspace, browser: BrowserThread
+):
+    """Issue 32's first defect, driven as it happens: the page's list fetch is on its way
+    (held, its answer already taken from the server: one thread waits) when a second thread
+    pauses and the stream says so. The page must not draw the older answer and stop there:
+    it fetches again, and shows both, with the count the stream said."""
+
+    def write(path: str, call_id: str) -> list[dict]:
+        return [
+            reply(tool_calls=[tool_call("write_file", {"path": path, "content": "x\n"}, call_id)])
+        ]
+
+    script = by_request({"write a": [*write("a.txt", "c_a"), text("a")],
+                         "write b": [*write("b.txt", "c_b"), text("b")]})  # fmt: skip
+
+    def say(url: str, thread: str, words: str) -> None:
+        said = httpx.post(f"{url}/api/threads/{thread}/messages", json={"text": words}, timeout=60)
+        assert said.status_code == 200, said.text
+
+    async def review(url: str, llm: FakeLLM) -> None:
+        await asyncio.to_thread(say, url, "a", "write a")
+        page = await browser.browser.new_page()
+        page.set_default_timeout(120_000)
+        fetched, release = asyncio.Event(), asyncio.Event()
+        held = 0
+
+        async def hold_one_answer(route: Any) -> None:
+            nonlocal held
+            held += 1
+            if held > 1:
+                await route.continue_()
+                return
+            answer = await route.fetch()  # the server's list now: thread a alone
+            fetched.set()
+            await release.wait()
+            await route.fulfill(response=answer)
+
+        try:
+            await page.goto(f"{url}/")
+            await page.fill("#token-input", TOKEN)
+            await page.click("#use-token")
+            await page.locator("#inbox-status", has_text="1 thread(s) waiting").wait_for()
+            await page.locator("#live-state", has_text="live").wait_for()
+            await page.route("**/api/admin/approvals", hold_one_answer)
+            await page.click("#refresh")  # a fetch on its way...
+            await fetched.wait()
+            await asyncio.to_thread(say, url, "b", "write b")  # ...when b pauses
+            # The stream's word reaches the page while the fetch is still held.
+            await page.locator("#inbox-status", has_text="2 thread(s) waiting").wait_for()
+            release.set()
+            await page.locator('article.thread[data-thread="b"]').wait_for(timeout=30_000)
+            await page.locator("#inbox-status", has_text="2 thread(s) waiting").wait_for()
+            assert await page.locator("article.thread").count() == 2
+            assert held >= 2  # it fetched again after the held answer
+        finally:
+            await page.close()
+
+    with FakeLLM(script, auto_route="filesystem") as llm:
+        served = ServeProcess(workspace, llm.base_url)
+        browser.call(review(served.url, llm))
+        served.kill()
+    assert not (workspace.root / "a.txt").exists() and not (workspace.root / "b.txt").exists()
+
+
+def test_the_losing_tab_keeps_its_message_until_dismissed(
+    workspace: Workspace, browser: BrowserThread
+):
+    """Issue 32's second defect: two tabs approve the same call; the loser's "already decided"
+    stayed 0.1-0.2 s, then the live refresh removed the thread. Driven as it happens: the
+    loser's list fetches are held until it has clicked and been refused; then the refresh
+    comes, and the refusal stays until it is dismissed."""
+    calls = [tool_call("write_file", {"path": "w.txt", "content": "w\n"}, "c_w")]
+    script = by_request({"write w": [reply(tool_calls=calls), text("Written.")]})
+
+    async def review(url: str, llm: FakeLLM) -> None:
+        said = await asyncio.to_thread(
+            httpx.post, f"{url}/api/threads/t/messages", json={"text": "write w"}, timeout=60
+        )
+        assert said.status_code == 200, said.text
+        context = await browser.browser.new_context()
+        winner, loser = await context.new_page(), await context.new_page()
+        release = asyncio.Event()
+
+        async def hold_lists(route: Any) -> None:
+            await release.wait()
+            await route.continue_()
+
+        try:
+            for page in (winner, loser):
+                page.set_default_timeout(120_000)
+                await page.goto(f"{url}/")
+                await page.fill("#token-input", TOKEN)
+                await page.click("#use-token")
+                await page.locator('article.thread[data-thread="t"]').wait_for()
+                await page.locator("#live-state", has_text="live").wait_for()
+            await loser.route("**/api/admin/approvals", hold_lists)
+            await winner.locator('article.thread[data-thread="t"] button.approve-all').click()
+            await winner.locator("article.thread.decided").wait_for()
+            thread = loser.locator('article.thread[data-thread="t"]')
+            await thread.locator("button.approve-all").click()  # the same call, a moment late
+            refusal = thread.locator('p.error[role="alert"]', has_text="already decided")
+            await refusal.wait_for()
+            release.set()  # now the live refresh lands: the thread is gone from the server
+            await loser.locator("#inbox-status", has_text="Nothing waits").wait_for()
+            assert await refusal.count() == 1  # still there to read
+            await thread.locator("button.dismiss").click()
+            assert await loser.locator('article.thread[data-thread="t"]').count() == 0
+        finally:
+            await context.close()
+
+    with FakeLLM(script, auto_route="filesystem") as llm:
+        served = ServeProcess(workspace, llm.base_url)
+        browser.call(review(served.url, llm))
+        served.kill()
+    assert (workspace.root / "w.txt").read_text() == "w\n"  # written once, by the winner

@@ -468,7 +468,12 @@ function threadView(item, changed = null) {
       const said = await errorText(response);
       if (LOOK_AGAIN.has(response.status) && await lookAgain(article, item.thread, said)) return;
       submit.disabled = false;  // it can be sent again
-      result.append(el("p", { class: "error", text: said }));
+      // The outcome stays until the reviewer dismisses it, even when the thread leaves the
+      // server's list (the loser of a two-tab race read its message for 0.1 s, issue 32).
+      article.classList.add("kept");
+      const dismiss = el("button", { type: "button", class: "dismiss", text: "Dismiss" });
+      dismiss.addEventListener("click", () => article.remove());
+      result.append(el("p", { class: "error", role: "alert", text: said }), dismiss);
       return;
     }
     const outcome = await response.json();
@@ -522,45 +527,60 @@ function threadView(item, changed = null) {
 }
 
 let loading = null;
+// A change came while a fetch was on its way: that fetch's answer may be older than the
+// change, so one more follows it (issue 32: reusing the running fetch drew "6 waiting" while
+// 7 waited, until someone clicked Refresh).
+let again = false;
 
 async function loadInbox() {
-  if (loading) return loading;
+  if (loading) {
+    again = true;
+    return loading;
+  }
   loading = (async () => {
-    const status = $("#inbox-status");
-    const list = $("#approvals");
-    if (!token()) {
-      list.replaceChildren();
-      status.textContent = "Enter the admin token to see what waits.";
-      askForToken();
-      return;
-    }
-    if (!list.childElementCount) status.textContent = "Loading…";
-    const response = await reach("/api/admin/approvals");
-    if (!response.ok) {
-      if (!response.unreachable) status.textContent = await errorText(response);
-      return;
-    }
-    const { approvals } = await response.json();
-    const existing = new Map([...list.querySelectorAll("article.thread")].map((a) => [a.dataset.key, a]));
-    const wanted = [];
-    for (const item of approvals) {
-      const key = `${item.thread} ${item.calls.map((call) => call.id).join(",")}`;
-      wanted.push(existing.get(key) || threadView(item));  // what is half decided stays as it is
-      existing.delete(key);
-    }
-    // Gone from the server: decided here (its result stays shown) or elsewhere (removed).
-    const kept = [...existing.values()].filter((article) => article.classList.contains("decided"));
-    list.replaceChildren(...wanted, ...kept);
-    status.textContent = approvals.length
-      ? `${approvals.length} thread(s) waiting.`
-      : "Nothing waits for approval.";
-    applyFilter();
+    do {
+      again = false;
+      await fetchInbox();
+    } while (again);
   })();
   try {
     return await loading;
   } finally {
     loading = null;
   }
+}
+
+async function fetchInbox() {
+  const status = $("#inbox-status");
+  const list = $("#approvals");
+  if (!token()) {
+    list.replaceChildren();
+    status.textContent = "Enter the admin token to see what waits.";
+    askForToken();
+    return;
+  }
+  if (!list.childElementCount) status.textContent = "Loading…";
+  const response = await reach("/api/admin/approvals");
+  if (!response.ok) {
+    if (!response.unreachable) status.textContent = await errorText(response);
+    return;
+  }
+  const { approvals } = await response.json();
+  const existing = new Map([...list.querySelectorAll("article.thread")].map((a) => [a.dataset.key, a]));
+  const wanted = [];
+  for (const item of approvals) {
+    const key = `${item.thread} ${item.calls.map((call) => call.id).join(",")}`;
+    wanted.push(existing.get(key) || threadView(item));  // what is half decided stays as it is
+    existing.delete(key);
+  }
+  // Gone from the server: decided here (its result stays shown) or elsewhere (removed).
+  const kept = [...existing.values()].filter((article) =>
+    article.classList.contains("decided") || article.classList.contains("kept"));
+  list.replaceChildren(...wanted, ...kept);
+  status.textContent = approvals.length
+    ? `${approvals.length} thread(s) waiting.`
+    : "Nothing waits for approval.";
+  applyFilter();
 }
 
 function refreshSoon() {
