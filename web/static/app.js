@@ -401,14 +401,19 @@ async function lookAgain(article, thread, said) {
   return true;
 }
 
+// A Dismiss button that removes `target`: an outcome stays until the reviewer has read it.
+function dismissButton(target) {
+  const button = el("button", { type: "button", class: "dismiss", text: "Dismiss" });
+  button.addEventListener("click", () => target.remove());
+  return button;
+}
+
 function changedNotice(said) {
-  const dismiss = el("button", { type: "button", class: "dismiss", text: "Dismiss" });
   const notice = el("div", { class: "changed error", role: "alert" },
     el("p", { text: "⚠ This changed since you looked, or was not previewed: look again at the " +
       "preview below and decide again. Nothing was run." }),
-    el("p", { class: "status", text: `The server said: ${said}` }),
-    dismiss);
-  dismiss.addEventListener("click", () => notice.remove());
+    el("p", { class: "status", text: `The server said: ${said}` }));
+  notice.append(dismissButton(notice));
   return notice;
 }
 
@@ -471,9 +476,7 @@ function threadView(item, changed = null) {
       // The outcome stays until the reviewer dismisses it, even when the thread leaves the
       // server's list (the loser of a two-tab race read its message for 0.1 s, issue 32).
       article.classList.add("kept");
-      const dismiss = el("button", { type: "button", class: "dismiss", text: "Dismiss" });
-      dismiss.addEventListener("click", () => article.remove());
-      result.append(el("p", { class: "error", role: "alert", text: said }), dismiss);
+      result.append(el("p", { class: "error", role: "alert", text: said }), dismissButton(article));
       return;
     }
     const outcome = await response.json();
@@ -574,8 +577,7 @@ async function fetchInbox() {
     existing.delete(key);
   }
   // Gone from the server: decided here (its result stays shown) or elsewhere (removed).
-  const kept = [...existing.values()].filter((article) =>
-    article.classList.contains("decided") || article.classList.contains("kept"));
+  const kept = [...existing.values()].filter((article) => article.matches(".decided, .kept"));
   list.replaceChildren(...wanted, ...kept);
   status.textContent = approvals.length
     ? `${approvals.length} thread(s) waiting.`
