@@ -11,81 +11,18 @@ import json
 import os
 import shutil
 import signal
-import threading
-from collections.abc import Coroutine, Iterator
 from pathlib import Path
-from typing import Any, TypeVar
+from typing import Any
 
 import httpx
-import pytest
+from chromium import BrowserThread
 
 from conftest import Workspace, tool_messages, tree_snapshot
 from fake_llm import FakeLLM, reply, text, tool_call
 from serving import TOKEN, ServeProcess, approve_over_http, by_request
 
-CHROMIUM = Path("/usr/bin/chromium")
-CHROMIUM_ARGS = [
-    "--no-sandbox",  # we run as root
-    "--disable-gpu",
-    "--disable-background-networking",
-    "--disable-component-update",
-    "--disable-sync",
-    "--no-first-run",
-]
 NO_LLM = "http://127.0.0.1:9/v1"
 DOCS = Path(__file__).resolve().parents[2] / "docs"  # the README shows the page from here
-T = TypeVar("T")
-
-
-class BrowserThread:
-    """One headless Chromium on a thread of its own, driven by Playwright's async API.
-
-    Playwright's sync API keeps its event loop marked as running in the thread that uses it,
-    so with a session-wide browser every later `asyncio.run` in the same test process would
-    fail. Here the browser's loop runs on its own thread; a test hands it a coroutine."""
-
-    def __init__(self) -> None:
-        self.loop = asyncio.new_event_loop()
-        self.thread = threading.Thread(target=self.loop.run_forever, daemon=True)
-        self.thread.start()
-        self.playwright: Any = None
-        self.browser: Any = self.call(self._launch())
-
-    def call(self, work: Coroutine[Any, Any, T], timeout: float = 180) -> T:
-        return asyncio.run_coroutine_threadsafe(work, self.loop).result(timeout)
-
-    async def _launch(self) -> Any:
-        from playwright.async_api import async_playwright
-
-        self.playwright = await async_playwright().start()
-        return await self.playwright.chromium.launch(
-            executable_path=str(CHROMIUM), args=CHROMIUM_ARGS, headless=True
-        )
-
-    async def _close(self) -> None:
-        await self.browser.close()
-        await self.playwright.stop()
-
-    def close(self) -> None:
-        try:
-            self.call(self._close(), timeout=30)
-        finally:
-            self.loop.call_soon_threadsafe(self.loop.stop)
-            self.thread.join(timeout=10)
-
-
-@pytest.fixture(scope="session")
-def browser() -> Iterator[BrowserThread]:
-    """One headless Chromium for the whole session. Missing, it fails the test, loudly: a
-    browser test that skips in silence would pass a page nobody has seen work."""
-    if not CHROMIUM.exists():
-        pytest.fail(
-            f"{CHROMIUM} is missing, so the inbox page cannot be tested in a browser: run "
-            "`make test` (it installs Debian's chromium) or `apt-get install chromium`"
-        )
-    launched = BrowserThread()
-    yield launched
-    launched.close()
 
 
 def test_review_a_batch_in_the_inbox_page(
