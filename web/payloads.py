@@ -9,6 +9,8 @@ from typing import Any
 from langchain_core.messages import AIMessage, AnyMessage, HumanMessage, ToolMessage
 
 from core.approval.decisions import ToolCall
+from core.changes.binding import Preview
+from core.changes.diff_view import first_view, is_diff, totals, word_spans
 from core.session import ThreadSession
 from core.threads.messages import content_text
 from core.threads.threads import ThreadView, pending_approval
@@ -60,8 +62,45 @@ async def previewed(session: ThreadSession, calls: Sequence[ToolCall]) -> list[d
     found = []
     for call in calls:
         shown = await session.preview(call)
-        found.append({**bare_call(call), "preview": shown.lines, "preview_id": shown.preview_id})
+        found.append(
+            {
+                **bare_call(call),
+                "preview": shown.lines,
+                "preview_id": shown.preview_id,
+                **await drawn_diff(session, call, shown),
+            }
+        )
     return found
+
+
+CUT_MARK = "more lines not shown"  # core.changes.preview.cut's last line
+
+
+async def drawn_diff(session: ThreadSession, call: ToolCall, shown: Preview) -> dict[str, Any]:
+    """What the page draws a diff with (core.changes.diff_view): the whole diff's totals,
+    the changed words, and for a cut diff a first view with added lines in it. That view is
+    of the whole preview read again; it is sent only when it has the same preview_id, so a
+    yes still binds to exactly the state drawn."""
+    if not is_diff(shown.lines):
+        return {}
+    cut = next((i for i, line in enumerate(shown.lines) if CUT_MARK in line), None)
+    if cut is None:
+        return {"diff_totals": totals(shown.lines), "preview_words": word_spans(shown.lines)}
+    whole = await session.whole_preview(call)
+    if whole.preview_id != shown.preview_id:
+        return {}
+    first = first_view(whole.lines) + shown.lines[cut + 1 :]  # the undo note after the cut
+    return {
+        "diff_totals": totals(whole.lines),
+        "preview_first": first,
+        "preview_words": word_spans(first),
+    }
+
+
+def page_facts(lines: list[str], offset: int, end: int) -> dict[str, Any]:
+    """A page of a whole preview's totals and its changed words (by index in the whole)."""
+    words = {at: spans for at, spans in word_spans(lines).items() if offset <= at < end}
+    return {"totals": totals(lines), "words": words} if is_diff(lines) else {}
 
 
 async def detail(session: ThreadSession, view: ThreadView) -> dict[str, Any]:
