@@ -169,17 +169,14 @@ def test_the_inbox_follows_the_server_and_reviews_as_a_reviewer_expects(
             assert "I'll rewrite big.txt." in await big.locator(".reason-said").inner_text()
             assert "paused" in await big.locator("time.age").inner_text()
 
-            # The whole rewrite, both sides: 2,000 lines out, 2,000 in.
+            # The whole rewrite, both sides: 2,000 lines out, 2,000 in (drawn as they come
+            # into view: tests/web/test_diff_view_browser.py).
             call = big.locator('.call[data-call="c_big"]')
-            assert await call.locator("pre.diff span.add").count() == 0  # the cut preview
+            assert await call.locator(".diff-totals").inner_text() == "+2,000 −2,000"
             await call.locator("button.whole-diff").click()
-            await call.locator(".status", has_text="the whole diff").wait_for()
-            assert await call.locator("pre.diff span.del").count() == 2000
-            assert await call.locator("pre.diff span.add").count() == 2000
+            await call.locator(".status", has_text="the whole diff: 4003 lines").wait_for()
             await call.locator("button.split-toggle").click()
-            assert await call.locator(".split pre.old span.del").count() == 2000
-            assert await call.locator(".split pre.new span.add").count() == 2000
-            first_new = call.locator(".split pre.new span.add").first
+            first_new = call.locator("pre.diff-scroll.split .side-new.add").first
             assert await first_new.inner_text() == "+new line 0"
 
             # An edit shows its own diff before it is approved; refused by the sandbox, the

@@ -121,46 +121,7 @@ setInterval(() => {
 
 // --- the inbox ------------------------------------------------------------------------------
 
-function diffLine(line) {
-  let kind = "";
-  if (line.startsWith("+++") || line.startsWith("---")) kind = "meta";
-  else if (line.startsWith("@@")) kind = "hunk";
-  else if (line.startsWith("+")) kind = "add";
-  else if (line.startsWith("-")) kind = "del";
-  return el("span", { class: kind, text: line === "" ? " " : line });
-}
-
-// Both sides of a unified diff, side by side: the old text on the left, the new on the right.
-function splitView(lines) {
-  const rows = [];
-  let dels = [];
-  let adds = [];
-  const flush = () => {
-    for (let i = 0; i < Math.max(dels.length, adds.length); i += 1) {
-      rows.push([dels[i], adds[i]]);
-    }
-    dels = [];
-    adds = [];
-  };
-  for (const line of lines) {
-    if (line.startsWith("+++") || line.startsWith("---") || line.startsWith("@@")) {
-      flush();
-      rows.push([line, line]);
-    } else if (line.startsWith("-")) dels.push(line);
-    else if (line.startsWith("+")) adds.push(line);
-    else {
-      flush();
-      rows.push([line, line]);
-    }
-  }
-  flush();
-  const side = (line) => (line == null ? el("span", { class: "empty", text: " " }) : diffLine(line));
-  return el(
-    "div", { class: "split" },
-    el("pre", { class: "diff old" }, ...rows.map(([left]) => side(left))),
-    el("pre", { class: "diff new" }, ...rows.map(([, right]) => side(right))),
-  );
-}
+// A call's diff is drawn by diff.js (diffView, diffLine, diffJump).
 
 const CUT = /more lines not shown/;
 
@@ -168,12 +129,18 @@ const CUT = /more lines not shown/;
 function previewView(thread, call, lines) {
   const box = el("div", { class: "preview" });
   let shown = lines;
+  let words = call.preview_words || {};
   let split = false;
   const body = el("div", { class: "preview-body" });
   const render = () => {
-    body.replaceChildren(split ? splitView(shown) : el("pre", { class: "diff" }, ...shown.map(diffLine)));
+    body.replaceChildren(diffView(shown, words, split));
   };
   const tools = el("div", { class: "preview-tools" });
+  const totals = call.diff_totals;
+  if (totals) {
+    const said = `+${totals.added.toLocaleString("en-US")} −${totals.removed.toLocaleString("en-US")}`;
+    tools.append(el("span", { class: "diff-totals", text: said, title: "lines added and removed, in the whole diff" }));
+  }
   const toggle = el("button", { type: "button", class: "split-toggle", text: "Side by side" });
   toggle.addEventListener("click", () => {
     split = !split;
@@ -187,6 +154,7 @@ function previewView(thread, call, lines) {
     more.addEventListener("click", async () => {
       more.disabled = true;
       const whole = [];
+      const wholeWords = {};
       const ids = new Set();
       for (let offset = 0; ; ) {
         note.textContent = `loading… ${whole.length} lines`;
@@ -202,6 +170,7 @@ function previewView(thread, call, lines) {
         }
         const page = await response.json();
         whole.push(...page.lines);
+        Object.assign(wholeWords, page.words || {});
         ids.add(page.preview_id);
         offset += page.lines.length;
         if (offset >= page.total || !page.lines.length) break;
@@ -213,6 +182,7 @@ function previewView(thread, call, lines) {
       }
       call.preview_id = [...ids][0];  // a yes now binds to the whole diff on screen
       shown = whole;
+      words = wholeWords;
       note.textContent = `the whole diff: ${whole.length} lines`;
       more.hidden = true;
       render();
@@ -320,7 +290,7 @@ function callView(thread, call) {
       el("span", { class: "call-id", text: call.id })),
     el("details", { class: "args-box" }, el("summary", { class: "label", text: "Arguments" }), argsView(call.args)),
     el("div", { class: "label", text: "What it would change" }),
-    call.preview.length ? previewView(thread, call, call.preview) : el("p", { class: "status", text: "(no preview)" }),
+    call.preview.length ? previewView(thread, call, call.preview_first || call.preview) : el("p", { class: "status", text: "(no preview)" }),
     choices,
     editBox,
   );
@@ -695,6 +665,7 @@ document.addEventListener("keydown", (event) => {
   const current = threads.indexOf(document.querySelector("#approvals article.focused"));
   if (event.key === "j") focusThread(current + 1);
   else if (event.key === "k") focusThread(current < 0 ? 0 : current - 1);
+  else if (event.key === "n" || event.key === "p") diffJump(current >= 0 ? threads[current] : document, event.key === "n" ? 1 : -1);
   else if ((event.key === "a" || event.key === "r") && current >= 0) {
     threads[current].decideAll(event.key === "a" ? "approve" : "reject");
   } else return;
