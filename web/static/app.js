@@ -138,8 +138,10 @@ function previewView(thread, call, lines) {
   const tools = el("div", { class: "preview-tools" });
   const totals = call.diff_totals;
   if (totals) {
-    const said = `+${totals.added.toLocaleString("en-US")} −${totals.removed.toLocaleString("en-US")}`;
-    tools.append(el("span", { class: "diff-totals", text: said, title: "lines added and removed, in the whole diff" }));
+    const count = (n) => n.toLocaleString("en-US");
+    tools.append(el("span", { class: "diff-totals", title: "lines added and removed, in the whole diff" },
+      el("span", { class: "added", text: `+${count(totals.added)}` }), " ",
+      el("span", { class: "removed", text: `−${count(totals.removed)}` })));
   }
   const toggle = el("button", { type: "button", class: "split-toggle", text: "Side by side" });
   toggle.addEventListener("click", () => {
