@@ -1,0 +1,53 @@
+"""The admin API's diff keys (issue 32), against a real `fsagent serve`: a cut rewrite's
+listing carries the whole diff's totals, a first view with added lines and its changed words,
+under the very preview_id its whole pages have, and a yes with that id writes the file."""
+
+from __future__ import annotations
+
+import httpx
+
+from conftest import Workspace
+from fake_llm import FakeLLM, reply, text, tool_call
+from serving import ADMIN, JSON, ServeProcess, approve_shown, by_request
+
+
+def test_a_cut_rewrite_is_listed_with_totals_a_first_view_and_words_under_its_binding(
+    workspace: Workspace,
+):
+    big = workspace.root / "big.txt"
+    big.write_text("".join(f"old line {n}\n" for n in range(2000)))
+    new = "".join(f"new line {n}\n" for n in range(2000))
+    call = tool_call("write_file", {"path": "big.txt", "content": new}, id="c_big")
+    script = by_request({"rewrite": [reply(tool_calls=[call]), text("Rewritten.")]})
+    with FakeLLM(script, auto_route="filesystem") as llm:
+        served = ServeProcess(workspace, llm.base_url, "--max-tokens", "30000")
+        url = served.url
+        said = httpx.post(f"{url}/api/threads/t/messages", json={"text": "rewrite"}, timeout=60)
+        assert said.status_code == 200, said.text
+        listed = httpx.get(f"{url}/api/admin/approvals", headers=ADMIN, timeout=60).json()
+        [shown] = listed["approvals"][0]["calls"]
+        assert shown["diff_totals"] == {"added": 2000, "removed": 2000}
+        first = shown["preview_first"]
+        assert "+new line 0" in first and "-old line 0" in first
+        assert "more lines not shown" in first[-1]
+        at = first.index("+new line 0")
+        assert shown["preview_words"][str(at)] == [[0, 3]]  # "new"
+        assert not any(line.startswith("+") for line in shown["preview"][3:-1])  # the old cut
+        page = httpx.post(
+            f"{url}/api/admin/approvals/t/preview",
+            json={"call_id": "c_big", "offset": 0},
+            headers={**ADMIN, **JSON},
+            timeout=60,
+        ).json()
+        assert page["preview_id"] == shown["preview_id"]
+        assert page["totals"] == {"added": 2000, "removed": 2000}
+        assert page["lines"][3] == "-old line 0" and page["words"]["3"] == [[0, 3]]  # "old"
+        decided = httpx.post(
+            f"{url}/api/admin/approvals/t",
+            json=approve_shown(listed, "t"),
+            headers={**ADMIN, **JSON},
+            timeout=60,
+        )
+        assert decided.status_code == 200, decided.text
+        served.kill()
+    assert big.read_text() == new
