@@ -14,9 +14,10 @@ import re
 from collections.abc import Iterator
 
 from core.changes.intraline import LINE_WIDTH, changed_spans
+from core.changes.preview import PREVIEW_LINES
 from core.text import counted
 
-FIRST_VIEW_LINES = 40  # as core.changes.preview.PREVIEW_LINES: the same screenful
+FIRST_VIEW_LINES = PREVIEW_LINES  # the same screenful as the cut preview it stands in for
 LONG_LINE = "(long line, "
 # The lines that stand for one changed long line, after its "(long line, ..." line.
 LONG_PART = re.compile(r"[-+]\[col [\d,]+\] |\(and [\d,]+ more change")

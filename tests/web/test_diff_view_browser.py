@@ -129,7 +129,8 @@ def test_side_by_side_scrolls_as_one_so_old_line_k_sits_beside_new_line_k(
     workspace: Workspace, browser: BrowserThread
 ):
     """The whole 2,000-line rewrite, side by side, scrolled to the bottom: the row showing
-    old line 1990 shows new line 1990, in one scroll container."""
+    old line 1990 shows new line 1990, in one scroll container; back to unified, the same
+    lines are in view."""
     (workspace.root / "big.txt").write_text(lines_of("old line {n}", 2000))
 
     async def review(url: str) -> None:
@@ -147,6 +148,13 @@ def test_side_by_side_scrolls_as_one_so_old_line_k_sits_beside_new_line_k(
             assert await row.locator(".side-old").inner_text() == "-old line 1989"
             assert await row.locator(".side-new").inner_text() == "+new line 1989"
             assert await in_view(scroller, row)
+            # Back to unified, the old line at the top stays in view.
+            top = await scroller.evaluate("node => node.topLine()")
+            assert 1900 < top <= 1990
+            await call.locator("button.split-toggle").click()
+            unified = call.locator("pre.diff-scroll:not(.split)")
+            await row_with(unified, "old", top).wait_for()
+            assert await in_view(unified, row_with(unified, "old", top))
 
     with serving(workspace, {"rewrite": ("big.txt", lines_of("new line {n}", 2000))}) as url:
         browser.call(review(url))

@@ -133,7 +133,8 @@ function previewView(thread, call, lines) {
   let split = false;
   const body = el("div", { class: "preview-body" });
   const render = () => {
-    body.replaceChildren(diffView(shown, words, split));
+    const at = body.firstChild && body.firstChild.topLine ? body.firstChild.topLine() : null;
+    body.replaceChildren(diffView(shown, words, split, at));  // the same lines in view
   };
   const tools = el("div", { class: "preview-tools" });
   const totals = call.diff_totals;

@@ -152,8 +152,17 @@ function drawItem(item, split) {
 
 let activeDiff = null;  // the diff a reviewer last touched: `n` / `p` move in it
 
-// The drawn diff: one scroll container whose rows are drawn as they come into view.
-function diffView(lines, words, split) {
+// The old line number at or after item `index` (the first diff line there, if none is old).
+function oldLineAt(items, index) {
+  for (let i = index; i < items.length; i += 1) {
+    if (items[i].old) return items[i].old.no;
+  }
+  return null;
+}
+
+// The drawn diff: one scroll container whose rows are drawn as they come into view; `at`, an
+// old line number, is put at the top (the other layout's view, when the reviewer switches).
+function diffView(lines, words, split, at = null) {
   const rows = diffRows(lines, words);
   const items = diffItems(rows, split);
   // Where each change starts (a change right after another one is the same change).
@@ -209,6 +218,15 @@ function diffView(lines, words, split) {
     scroller.scrollIntoView({ block: "nearest" });
     draw();
   };
+  scroller.topLine = () => oldLineAt(items, Math.floor(scroller.scrollTop / DIFF_ROW_PX));
+  if (at != null) {
+    const index = items.findIndex((item) => item.old && item.old.no >= at);
+    if (index > 0) {
+      // Set once the container is laid out (a detached node cannot scroll): the observer does it.
+      lastTop = index * DIFF_ROW_PX;
+      scroller.scrollTop = lastTop;
+    }
+  }
   draw();
   return scroller;
 }
