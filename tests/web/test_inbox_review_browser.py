@@ -73,20 +73,28 @@ async def signed_in(page: Any, url: str) -> None:
 def test_a_change_made_while_the_stream_reads_the_list_is_sent_at_once(
     workspace: Workspace, browser: BrowserThread, tmp_path: Path
 ):
-    """The stream has read the list (nothing waits) and is held right there, before it waits
-    for a change, by the test-only pause; then a thread pauses. Let go, the stream must send
-    that change, not wait for the next poll (set to an hour here): the page draws the thread
-    and the stream's count and the drawn list agree."""
+    """The stream has read the list again (a run that changed nothing woke it: nothing waits)
+    and is held right there, before it waits for the next change, by the test-only pause;
+    then a thread pauses. Let go, the stream must send that change, not wait for the next poll
+    (set to an hour here): the page draws the thread, and the stream's count and the drawn
+    list agree. (The first read would not do: its event makes the page fetch the list.)"""
     pauses = Pauses(tmp_path / "pause")
     env = {**QUIET_STREAM, "FSAGENT_TEST_INBOX_PAUSE": str(pauses.folder)}
 
     async def review(url: str) -> None:
         page = await browser.browser.new_page()
+        page.set_default_timeout(120_000)
         answerer: threading.Thread | None = None
         try:
-            await signed_in(page, url)
+            await page.goto(f"{url}/")
+            await page.fill("#token-input", TOKEN)
+            await page.click("#use-token")
+            await asyncio.to_thread(pauses.reached, "inbox", "read")  # its first read
+            pauses.go()
+            await page.locator("#live-state", has_text="live").wait_for()
             await page.locator("#inbox-status", has_text="Nothing waits").wait_for()
-            await asyncio.to_thread(pauses.reached, "inbox", "read")  # its read is done
+            await asyncio.to_thread(say, url, "h", "hello")  # a run: the stream reads again
+            await asyncio.to_thread(pauses.reached, "inbox", "read")  # ...and is held
             await asyncio.to_thread(say, url, "a", "write a")  # the change, during the pause
             pauses.go()
             answerer = threading.Thread(target=pauses.answer_all, daemon=True)
@@ -210,6 +218,15 @@ def test_new_approvals_come_first_and_every_outcome_stays_in_the_decided_list(
             await moved.locator("button.dismiss").click()
             assert await moved.count() == 0
             assert await loser.locator("#decided-box").is_hidden()
+
+            # b, refused here, is approved elsewhere: it leaves the server's list, and its
+            # refusal still stays on this page until dismissed.
+            decided = await asyncio.to_thread(approve_over_http, url, "b")
+            assert decided.status_code == 200, decided.text
+            await winner.locator("#inbox-status", has_text="1 thread(s) waiting").wait_for()
+            assert await refused.is_visible()
+            await b.locator("button.dismiss").click()
+            assert await b.count() == 0
         finally:
             await context.close()
 
@@ -222,7 +239,7 @@ def test_new_approvals_come_first_and_every_outcome_stays_in_the_decided_list(
     assert (tmp_path / "race-loser.png").stat().st_size > 10_000
     assert (workspace.root / "c.txt").read_text() == "c\n"  # written once, by the winner
     assert (workspace.root / "a.txt").read_text() == long_old
-    assert not (workspace.root / "b.txt").exists()
+    assert (workspace.root / "b.txt").read_text() == "b\n"  # approved over HTTP
 
 
 def test_the_chat_view_tells_the_whole_story_in_order(workspace: Workspace, browser: BrowserThread):
@@ -342,3 +359,59 @@ def test_the_keys_the_focus_and_an_accessibility_check(
     # The one approved by keyboard is written; the other still waits, its file untouched.
     assert (workspace.root / "k.txt").read_text().startswith("new") == (first == "k")
     assert (workspace.root / "m.txt").exists() == (first == "m")
+
+
+def test_a_list_answer_older_than_a_decision_never_draws_the_decided_batch_again(
+    workspace: Workspace, browser: BrowserThread
+):
+    """The page's list fetch has its answer (t waits) but is held while the reviewer approves
+    t; released, that older answer must not draw t among the waiting again: it stays in the
+    Decided list alone. Everything drawn in the waiting list is recorded as it is drawn."""
+
+    async def review(url: str) -> None:
+        page = await browser.browser.new_page()
+        fetched, release, next_one = asyncio.Event(), asyncio.Event(), asyncio.Event()
+        held = 0
+
+        async def hold_one_answer(route: Any) -> None:
+            nonlocal held
+            held += 1
+            if held > 1:
+                next_one.set()  # asked only once the held answer was drawn (loadInbox's loop)
+                await route.continue_()
+                return
+            answer = await route.fetch()  # t still waits, as the server says now
+            fetched.set()
+            await release.wait()
+            await route.fulfill(response=answer)
+
+        try:
+            await signed_in(page, url)
+            thread = page.locator('article.thread[data-thread="t"]')
+            await thread.wait_for()
+            await page.route("**/api/admin/approvals", hold_one_answer)
+            await page.click("#refresh")
+            await fetched.wait()
+            await thread.locator("button.approve-all").click()
+            await page.locator('#decided article.thread[data-thread="t"] .answer').wait_for()
+            # From here on, whatever the waiting list draws is recorded.
+            await page.evaluate(
+                "() => { window.__drawn = []; new MutationObserver((changes) => {"
+                " for (const c of changes) for (const n of c.addedNodes)"
+                " window.__drawn.push(n.dataset.thread); })"
+                ".observe(document.querySelector('#approvals'), { childList: true }); }"
+            )
+            release.set()
+            await next_one.wait()
+            await page.locator("#inbox-status", has_text="Nothing waits").wait_for()
+            assert await page.evaluate("window.__drawn") == []
+            assert await page.locator('article.thread[data-thread="t"]').count() == 1
+        finally:
+            await page.close()
+
+    with stand_in(writes("t")) as llm:
+        served = ServeProcess(workspace, llm.base_url)
+        say(served.url, "t", "write t")
+        browser.call(review(served.url))
+        served.kill()
+    assert (workspace.root / "t.txt").read_text() == "t\n"
