@@ -14,7 +14,7 @@ COMPILE := $(PY) -m compileall -q agent.py agent_graph.py display.py core store 
 # downloaded here). Installed when missing; if that fails the test fails and says why.
 CHROMIUM := /usr/bin/chromium
 
-.PHONY: run test bench demo regress lint typecheck clean postgres acl conformance conformance-suite
+.PHONY: run test bench demo regress lint typecheck clean postgres acl conformance conformance-suite node-modules
 
 # Two stamps: `make run` installs what running needs (the package alone); `make test`,
 # `make lint` and `make bench` add the test extras (pytest, the checkers, playwright, ...).
@@ -43,6 +43,12 @@ acl:
 	  export DEBIAN_FRONTEND=noninteractive; \
 	  apt-get update -qq && apt-get install -y -qq --no-install-recommends acl >/dev/null; }
 
+# The inbox page's accessibility test injects axe-core (package.json, pinned by
+# package-lock.json) into the page: installed into node_modules when missing or out of date.
+node-modules: node_modules/.package-lock.json
+node_modules/.package-lock.json: package.json package-lock.json
+	npm ci --silent --no-audit --no-fund
+
 # In a clone, threads are kept at its top (an installed fsagent keeps them in the data folder,
 # $XDG_DATA_HOME/fsagent); FSAGENT_DB or --db in ARGS still say otherwise.
 run: $(STAMP)
@@ -58,7 +64,7 @@ $(CHROMIUM):
 # The import rules and the types first: a broken layout or contract fails fast. Tests run on every core (-n auto).
 # Then the MCP server's whole suite again on its portable path (mcp_servers/platform_calls.py:
 # as on macOS, without O_PATH or preadv).
-test: $(TEST_STAMP) postgres acl conformance-suite $(CHROMIUM)
+test: $(TEST_STAMP) postgres acl conformance-suite node-modules $(CHROMIUM)
 	$(VENV)/bin/lint-imports
 	$(MYPY)
 	$(COMPILE)
@@ -102,4 +108,4 @@ typecheck: $(TEST_STAMP)
 	$(MYPY)
 
 clean:
-	rm -rf $(VENV) .pytest_cache .ruff_cache .import_linter_cache
+	rm -rf $(VENV) .pytest_cache .ruff_cache .import_linter_cache node_modules

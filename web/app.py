@@ -160,7 +160,14 @@ def create_app(service: Service, access: Access) -> FastAPI:
         if view is None:
             raise Refused(404, f"no thread named '{escaped(name)}'")
         shown = await payloads.detail(session, view)
-        return JSONResponse({**shown, "running": running}, headers=NO_STORE)
+        # Who decided each call and when, from the audit: the chat view tells the story.
+        decisions = [
+            {"call_id": r.call_id, "tool": r.tool, "decision": r.decision, "by": r.by,
+             "time": r.time, "reason": r.reason}
+            for r in await service.store.audit_rows(session.thread)
+        ]  # fmt: skip
+        answer = {**shown, "running": running, "decisions": decisions}
+        return JSONResponse(answer, headers=NO_STORE)
 
     @app.post("/api/threads/{name}/messages", dependencies=chat)
     async def post_message(name: str, request: Request) -> Response:
@@ -236,11 +243,12 @@ def create_app(service: Service, access: Access) -> FastAPI:
         except BaseException:
             await claim.release()
             raise
-        runs.decide(name, f"admin at {now()}")
+        decided_at = now()
+        runs.decide(name, f"admin at {decided_at}")
         run = runs.start(claim, session, resume_frames(session, calls, bound))
         if "text/event-stream" in request.headers.get("accept", ""):
             return stream(run)
-        answer = outcome(name, calls, decisions, await run.collect())
+        answer = outcome(name, calls, decisions, await run.collect(), ("admin", decided_at))
         return JSONResponse(answer, headers=NO_STORE)
 
     @app.get("/api/admin/inbox", dependencies=admin)

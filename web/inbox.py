@@ -1,16 +1,25 @@
 """The inbox as a stream of changes (`GET /api/admin/inbox`): an `inbox` event with what
 waits now whenever that changes, so the page follows the server without a Refresh.
 
-A change here (a run starting or ending, `Runs.changed`) is seen at once; one made elsewhere
-(the terminal, another server on the same store) within POLL_SECONDS, by reading the threads
-again. A comment line keeps a quiet stream alive; the stream ends when the server stops.
+A change here (a run starting or ending, `Runs.changed`) is seen at once, even one made while
+the stream reads the list: the stream takes the change count before it reads and reads again
+at once when the count moved meanwhile (issue 32: such a change waited for the next poll, up
+to 5 s). One made elsewhere (the terminal, another server on the same store) is seen within
+POLL_SECONDS, by reading the threads again. A comment line keeps a quiet stream alive; the
+stream ends when the server stops.
+
+FSAGENT_TEST_INBOX_PAUSE (tests only) names a folder with two FIFOs, `paused` and `go`: after
+each read of the list the stream writes `paused inbox read` to `paused` and waits for `go`, so
+a test can make a change at exactly that point (tests/web/test_inbox_review_browser.py).
 
     event: inbox   data: {"waiting": N, "threads": [{"thread", "kind", "since", "calls"}]}
 """
 
 from __future__ import annotations
 
+import asyncio
 import os
+import threading
 from collections.abc import AsyncIterator, Awaitable, Callable
 from typing import Any
 
@@ -19,6 +28,30 @@ from web.events import encode
 from web.runs import KEEP_ALIVE, Runs
 
 POLL_SECONDS = float(os.environ.get("FSAGENT_INBOX_POLL") or 5)
+PAUSE_ENV = "FSAGENT_TEST_INBOX_PAUSE"
+_pause_lock = threading.Lock()  # one paused stream at a time: the test answers each in turn
+
+
+def _pause_here(folder: str) -> None:
+    with _pause_lock:
+        flags = os.O_RDWR | os.O_CLOEXEC  # read-write: neither open waits for the test's end
+        paused = os.open(os.path.join(folder, "paused"), flags)
+        go = os.open(os.path.join(folder, "go"), flags)
+        try:
+            os.write(paused, b"paused inbox read\n")
+            answer = b""
+            while not answer.endswith(b"\n"):
+                answer += os.read(go, 1)
+        finally:
+            os.close(paused)
+            os.close(go)
+
+
+async def paused_after_read() -> None:
+    """The test's pause between reading the list and waiting for a change; unset, nothing."""
+    folder = os.environ.get(PAUSE_ENV)
+    if folder:
+        await asyncio.to_thread(_pause_here, folder)  # the server serves on meanwhile
 
 
 def state(views: list[ThreadView]) -> dict[str, Any]:
@@ -41,7 +74,9 @@ async def inbox_events(
     number = 0
     quiet = 0.0
     while not runs.stopping:
+        seen = runs.generation  # before the read: a change made during it moves the count
         now = state(await waiting())
+        await paused_after_read()
         if now != last:
             last = now
             number += 1
@@ -51,6 +86,6 @@ async def inbox_events(
             yield KEEP_ALIVE
             quiet = 0.0
         wait = min(POLL_SECONDS, runs.keep_alive_seconds)
-        if await runs.wait_for_change(wait):
+        if await runs.wait_for_change(wait, seen):
             continue
         quiet += wait

@@ -3,7 +3,8 @@
     {"status": "approved" | "rejected" | "answered", "thread_id", "answer",
      "run": "done" | "pending" | "error" | "cut_off",      how the resumed run ended
      "results": [{"id", "tool", "path", "failed", "text"}],  each call that ran, by path
-     "calls": [...]  (when it pauses again), "error": "..." (when the run failed)}
+     "calls": [...]  (when it pauses again), "error": "..." (when the run failed),
+     "decided_by": "admin", "decided_at": "2026-01-02T10:00:00+0000"}   who decided, when
 
 `status` is the admin's decision (approved when any call of the batch was let run), never the
 run's: a client written against the seed reads it so; how the run went has a field of its own.
@@ -44,6 +45,7 @@ def outcome(
     calls: Sequence[ToolCall],
     resume: ResumeValue | AnswerValue,
     frames: list[Frame],
+    decided: tuple[str, str] = ("admin", ""),
 ) -> dict[str, Any]:
     decisions = resume_json(resume)  # either kind, read as its JSON form
     args = {call["id"]: call.get("args") for call in calls}
@@ -82,5 +84,8 @@ def outcome(
         "answer": answer,
         "run": run,
         "results": results,
+        # The page's Decided list says who and when, as the refusal a late second tab reads.
+        "decided_by": decided[0],
+        "decided_at": decided[1],
         **extra,
     }

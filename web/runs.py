@@ -133,6 +133,9 @@ class Runs:
         self.settled: dict[str, asyncio.Event] = {}
         self.keep_alive_seconds = KEEP_ALIVE_SECONDS
         self._change = asyncio.Event()  # set when a run starts or ends, for the inbox stream
+        # Counts the changes: a reader takes it before it reads and hands it back to
+        # `wait_for_change`, so a change made while it read is not waited for (issue 32).
+        self.generation = 0
         self.stopping: str | None = None
 
     def decide(self, thread: str, by: str) -> None:
@@ -157,11 +160,15 @@ class Runs:
         return self.decided.get(thread)
 
     def changed(self) -> None:
+        self.generation += 1
         self._change.set()
         self._change = asyncio.Event()
 
-    async def wait_for_change(self, seconds: float) -> bool:
-        """Whether a run started or ended within `seconds`."""
+    async def wait_for_change(self, seconds: float, seen: int | None = None) -> bool:
+        """Whether a run started or ended within `seconds`, or since `generation` was `seen`
+        (then at once: that change came while the caller read, and its event is gone)."""
+        if seen is not None and seen != self.generation:
+            return True
         try:
             async with asyncio.timeout(seconds):
                 await self._change.wait()

@@ -85,6 +85,8 @@ def test_approve_resumes_runs_the_call_and_records_the_admin(workspace: Workspac
                 assert [(r["path"], r["failed"]) for r in shown["results"]] == [
                     ("hello.txt", False)
                 ]
+                decided_at = shown["decided_at"]
+                assert shown["decided_by"] == "admin" and decided_at.startswith("20")
                 assert len(llm.requests_with_tools()) == 2
                 [result] = tool_messages(llm.requests_with_tools()[1])
                 assert '"new_sha256"' in result["content"]
@@ -94,6 +96,14 @@ def test_approve_resumes_runs_the_call_and_records_the_admin(workspace: Workspac
 
                 shown = (await served.client.get("/api/threads/t")).json()
                 assert shown["status"] == "idle" and shown["pending"] == []
+                # Who decided, and when: the audit's row (the chat view tells it).
+                [said] = shown["decisions"]
+                assert (said["call_id"], said["decision"], said["by"]) == (
+                    row.call_id,
+                    "approve",
+                    "admin",
+                )
+                assert said["time"] == row.time
                 assert shown["messages"][-1] == {
                     "role": "assistant",
                     "text": "Created hello.txt.",

@@ -268,8 +268,11 @@ function callView(thread, call) {
   const name = `decision-${thread}-${call.id}`;
   const reason = el("input", {
     class: "reason", type: "text", placeholder: "reason (the model reads it)", hidden: true,
+    "aria-label": `the reason or answer for ${call.id}`,
   });
-  const editor = el("textarea", { class: "edit-args", rows: "8", hidden: true });
+  const editor = el("textarea", {
+    class: "edit-args", rows: "8", hidden: true, "aria-label": `the edited arguments of ${call.id}`,
+  });
   editor.value = JSON.stringify(call.args, null, 2);
   const edit = editPreview(thread, call, editor);
   const editBox = el("div", { class: "edit-box", hidden: true }, editor, edit.button, edit.shown);
@@ -289,7 +292,7 @@ function callView(thread, call) {
   const path = callPath(call.args);
   return el(
     "div", { class: "call", "data-call": call.id },
-    el("h4", {}, `${call.name} `, el("span", { class: "path", text: path }), " ",
+    el("h3", {}, `${call.name} `, el("span", { class: "path", text: path }), " ",
       el("span", { class: "call-id", text: call.id })),
     el("details", { class: "args-box" }, el("summary", { class: "label", text: "Arguments" }), argsView(call.args)),
     el("div", { class: "label", text: "What it would change" }),
@@ -326,12 +329,14 @@ function decisionsOf(form, calls) {
 // A question the model asked (ask_person): its text, and a choice or a free answer.
 function questionView(thread, call) {
   const answer = call.choices.length
-    ? el("select", { class: "answer-text" }, el("option", { value: "", text: "choose…" }),
+    ? el("select", { class: "answer-text", "aria-label": `your answer to ${call.id}` }, el("option", { value: "", text: "choose…" }),
         ...call.choices.map((choice) => el("option", { value: choice, text: choice })))
-    : el("input", { class: "answer-text", type: "text", placeholder: "your answer" });
+    : el("input", {
+      class: "answer-text", type: "text", placeholder: "your answer", "aria-label": `your answer to ${call.id}`,
+    });
   return el(
     "div", { class: "call", "data-call": call.id },
-    el("h4", {}, "The model asks ", el("span", { class: "call-id", text: call.id })),
+    el("h3", {}, "The model asks ", el("span", { class: "call-id", text: call.id })),
     el("p", { class: "question", text: call.question }),
     answer,
   );
@@ -377,7 +382,11 @@ async function lookAgain(article, thread, said) {
 // A Dismiss button that removes `target`: an outcome stays until the reviewer has read it.
 function dismissButton(target) {
   const button = el("button", { type: "button", class: "dismiss", text: "Dismiss" });
-  button.addEventListener("click", () => target.remove());
+  button.addEventListener("click", () => {
+    target.remove();
+    showDecidedCount();
+    showNewCount();
+  });
   return button;
 }
 
@@ -390,6 +399,31 @@ function changedNotice(said) {
   return notice;
 }
 
+// "already decided by admin at 2026-…": a refusal that names who decided, and when.
+const ALREADY_DECIDED = /already decided by (\S+) at (\S+?)(?:;|$)/;
+
+// A decided thread leaves the waiting list for the Decided one (newest first), saying who
+// decided and when; its outcome stays there until the reviewer dismisses it (issue 32).
+function moveToDecided(article, by, at, where) {
+  article.classList.add("decided");
+  article.classList.remove("focused", "new");
+  $(".badge.new", article)?.remove();
+  const when = at ? ` at ${at}` : "";
+  const line = el("p", { class: "decided-by" },
+    el("span", { class: "badge done", text: "decided" }),
+    ` by ${by}${when}${where === "elsewhere" ? " (not by this tab)" : ""}`);
+  $("details", article).prepend(line);
+  $("#decided").prepend(article);
+  showDecidedCount();
+  markSeen(article);
+}
+
+function showDecidedCount() {
+  const count = $("#decided").childElementCount;
+  $("#decided-box").hidden = count === 0;
+  $("#decided-count").textContent = `${count}`;
+}
+
 function threadView(item, changed = null) {
   const asking = item.kind === "question";
   const result = el("div", { class: "result" });
@@ -399,7 +433,10 @@ function threadView(item, changed = null) {
   const view = asking ? questionView : callView;
   const batch = asking ? null : el(
     "div", { class: "batch-bar" },
-    el("input", { class: "batch-reason", type: "text", placeholder: "one reason for the whole batch (the model reads it)" }),
+    el("input", {
+      class: "batch-reason", type: "text", placeholder: "one reason for the whole batch (the model reads it)",
+      "aria-label": `one reason for the whole batch of ${item.thread}`,
+    }),
     el("button", { type: "button", class: "approve-all", text: "Approve all" }),
     el("button", { type: "button", class: "reject-all", text: "Reject all" }),
   );
@@ -450,11 +487,18 @@ function threadView(item, changed = null) {
       // server's list (the loser of a two-tab race read its message for 0.1 s, issue 32).
       article.classList.add("kept");
       result.append(el("p", { class: "error", role: "alert", text: said }), dismissButton(article));
+      // Decided by someone else (another tab, the terminal): the thread is in the Decided
+      // list with who and when, as the server said it; its message stays there.
+      const other = ALREADY_DECIDED.exec(said);
+      if (other) {
+        form.hidden = true;
+        moveToDecided(article, other[1], other[2], "elsewhere");
+      }
       return;
     }
     const outcome = await response.json();
     form.hidden = true;
-    article.classList.add("decided");
+    moveToDecided(article, outcome.decided_by || "admin", outcome.decided_at || "", "here");
     const byId = Object.fromEntries(item.calls.map((call) => [call.id, call]));
     const decided = item.calls.map((call) => {
       if (asking) return el("li", { text: `answered ${call.id}: ${body.answers[call.id]}` });
@@ -477,6 +521,7 @@ function threadView(item, changed = null) {
     if (outcome.run === "pending") {
       result.append(el("p", { class: "status", text: "It waits again: the inbox lists it anew." }));
     }
+    result.append(dismissButton(article));  // the outcome stays until it is read
     refreshSoon();
   });
   const paths = item.calls.map((call) => callPath(call.args) || call.name).join(", ");
@@ -498,6 +543,9 @@ function threadView(item, changed = null) {
       result),
   );
   article.dataset.key = `${item.thread} ${item.calls.map((call) => call.id).join(",")}`;
+  article.dataset.since = item.since || "";
+  // Looked at once the reviewer works in it (a click, a key, focus): no longer new.
+  for (const kind of ["focusin", "pointerdown"]) article.addEventListener(kind, () => markSeen(article));
   article.dataset.search = `${item.thread} ${item.request || ""} ${paths} ${item.calls.map((c) => c.name).join(" ")}`.toLowerCase();
   return article;
 }
@@ -543,19 +591,108 @@ async function fetchInbox() {
   }
   const { approvals } = await response.json();
   const existing = new Map([...list.querySelectorAll("article.thread")].map((a) => [a.dataset.key, a]));
+  // A batch in the Decided list is decided, whatever an answer that left before that says.
+  const decided = new Set([...$("#decided").children].map((a) => a.dataset.key));
   const wanted = [];
   for (const item of approvals) {
     const key = `${item.thread} ${item.calls.map((call) => call.id).join(",")}`;
-    wanted.push(existing.get(key) || threadView(item));  // what is half decided stays as it is
+    if (decided.has(key)) continue;
+    let article = existing.get(key);  // what is half decided stays as it is
+    if (!article) {
+      article = threadView(item);
+      if (!seenKeys().has(key)) markNew(article);
+      // Arrived while this page was open (not what its first load found): say so.
+      if (drawnOnce) notifyArrival(item, article);
+    }
+    wanted.push(article);
     existing.delete(key);
   }
-  // Gone from the server: decided here (its result stays shown) or elsewhere (removed).
-  const kept = [...existing.values()].filter((article) => article.matches(".decided, .kept"));
-  list.replaceChildren(...wanted, ...kept);
+  drawnOnce = true;
+  // Gone from the server: a refused decision stays, with its message, until dismissed;
+  // what was decided elsewhere goes.
+  const kept = [...existing.values()].filter((article) => article.matches(".kept"));
+  // New ones first, the newest on top: an arrival is never drawn below a long diff.
+  const fresh = wanted.filter((a) => a.classList.contains("new"))
+    .sort((a, b) => (b.dataset.since || "").localeCompare(a.dataset.since || ""));
+  const rest = wanted.filter((a) => !a.classList.contains("new"));
+  list.replaceChildren(...fresh, ...rest, ...kept);
   status.textContent = approvals.length
     ? `${approvals.length} thread(s) waiting.`
     : "Nothing waits for approval.";
+  showNewCount();
   applyFilter();
+}
+
+// --- what is new ----------------------------------------------------------------------------
+
+// The calls this browser's reviewer has looked at (localStorage: it outlives the tab, so
+// "new" means new since they last looked, not since the page loaded).
+const SEEN_KEY = "fsagent.seenApprovals";
+const TITLE = "fsagent inbox";
+let drawnOnce = false;
+
+function seenKeys() {
+  try {
+    return new Set(JSON.parse(localStorage.getItem(SEEN_KEY) || "[]"));
+  } catch {
+    return new Set();
+  }
+}
+
+function markNew(article) {
+  article.classList.add("new");
+  // Said in words, not by colour alone.
+  $("summary", article).prepend(el("span", { class: "badge new", text: "new" }), " ");
+}
+
+function markSeen(article) {
+  if (!article.classList.contains("new") && seenKeys().has(article.dataset.key)) return;
+  article.classList.remove("new");
+  $(".badge.new", article)?.remove();
+  const keys = [...seenKeys()].filter((key) => key !== article.dataset.key);
+  keys.push(article.dataset.key);
+  localStorage.setItem(SEEN_KEY, JSON.stringify(keys.slice(-500)));
+  showNewCount();
+}
+
+// The tab's title carries how many are new: "(2) fsagent inbox".
+function showNewCount() {
+  const count = document.querySelectorAll("#approvals article.thread.new").length;
+  document.title = count ? `(${count}) ${TITLE}` : TITLE;
+  $("#new-count").textContent = count ? `${count} new` : "";
+}
+
+// Desktop notifications, when the reviewer asks for them (the button): one per approval that
+// arrives while the page is open, whether or not the tab is in front (a reviewer looking at
+// the tab sees the badge anyway; one who is not is the one the notification is for).
+function showNotifyState() {
+  const button = $("#notify");
+  if (!("Notification" in window)) {
+    button.hidden = true;
+    return;
+  }
+  const granted = Notification.permission === "granted";
+  button.disabled = granted || Notification.permission === "denied";
+  button.textContent = granted ? "Notifications on"
+    : Notification.permission === "denied" ? "Notifications blocked" : "Notify me of new approvals";
+}
+
+$("#notify").addEventListener("click", async () => {
+  await Notification.requestPermission();
+  showNotifyState();
+});
+
+function notifyArrival(item, article) {
+  if (!("Notification" in window) || Notification.permission !== "granted") return;
+  const what = item.kind === "question" ? "a question"
+    : item.calls.map((call) => callPath(call.args) || call.name).join(", ");
+  const note = new Notification(`fsagent: ${item.thread} waits for approval`, {
+    body: what, tag: article.dataset.key,
+  });
+  note.onclick = () => {
+    window.focus();
+    article.focus();
+  };
 }
 
 function refreshSoon() {
@@ -566,17 +703,18 @@ $("#refresh").addEventListener("click", loadInbox);
 
 function applyFilter() {
   const words = $("#filter").value.trim().toLowerCase();
-  for (const article of document.querySelectorAll("#approvals article.thread")) {
+  // Both lists: what waits, and what was decided and is still shown.
+  for (const article of document.querySelectorAll("#approvals article.thread, #decided article.thread")) {
     article.hidden = Boolean(words) && !article.dataset.search.includes(words);
   }
 }
 
 $("#filter").addEventListener("input", applyFilter);
 $("#collapse-all").addEventListener("click", () => {
-  for (const details of document.querySelectorAll("#approvals article.thread > details")) details.open = false;
+  for (const details of document.querySelectorAll("#inbox article.thread > details")) details.open = false;
 });
 $("#expand-all").addEventListener("click", () => {
-  for (const details of document.querySelectorAll("#approvals article.thread > details")) details.open = true;
+  for (const details of document.querySelectorAll("#inbox article.thread > details")) details.open = true;
 });
 
 // The inbox follows the server: a stream of changes, and polling while the stream is down.
@@ -661,12 +799,28 @@ function focusThread(index) {
   article.scrollIntoView({ block: "nearest" });
 }
 
+// The list of keys (? opens it, Escape closes it: a modal <dialog> does that by itself).
+function showKeys() {
+  const dialog = $("#keys-help");
+  if (!dialog.open) dialog.showModal();
+}
+
+$("#show-keys").addEventListener("click", showKeys);
+$("#close-keys").addEventListener("click", () => $("#keys-help").close());
+
 document.addEventListener("keydown", (event) => {
-  if ($("#inbox").hidden || event.ctrlKey || event.metaKey || event.altKey) return;
-  if (event.target.closest("input, textarea, select")) return;
+  if (event.ctrlKey || event.metaKey || event.altKey) return;
+  if (event.target.closest("input, textarea, select, dialog")) return;
+  if (event.key === "?") {
+    showKeys();
+    event.preventDefault();
+    return;
+  }
+  if ($("#inbox").hidden) return;
   const threads = visibleThreads();
   const current = threads.indexOf(document.querySelector("#approvals article.focused"));
-  if (event.key === "j") focusThread(current + 1);
+  if (event.key === "/") $("#filter").focus();
+  else if (event.key === "j") focusThread(current + 1);
   else if (event.key === "k") focusThread(current < 0 ? 0 : current - 1);
   else if (event.key === "n" || event.key === "p") diffJump(current >= 0 ? threads[current] : document, event.key === "n" ? 1 : -1);
   else if ((event.key === "a" || event.key === "r") && current >= 0) {
@@ -715,6 +869,7 @@ function showEvent(state, { kind, data }) {
     const names = data.calls.map((call) => call.name).join(", ");
     logLine("notice", `⚠ waiting for approval: ${names}; decide it in the inbox.`);
     state.pending = true;
+    state.calls = data.calls.map((call) => call.id);
   } else if (kind === "notice") logLine("notice", data.text);
   else if (kind === "error") logLine("bad", `error: ${data.text}`);
   else if (kind === "done") {
@@ -776,7 +931,26 @@ async function loadThreads() {
 // After a turn that paused, the view follows its thread until the answer comes.
 let following = null;
 
-async function followThread(name) {
+// The rest of the story once the calls `ids` are decided, added below what the log says (the
+// queued and waiting lines stay; issue 32: the view was drawn again without them): who
+// decided each call and when, then what came after, then how it ended.
+function tellTheRest(thread, ids) {
+  const wanted = new Set(ids);
+  for (const row of thread.decisions || []) {
+    if (!wanted.has(row.call_id)) continue;
+    const why = row.reason ? `: ${row.reason}` : "";
+    logLine("notice", `✓ decided: ${row.decision} ${row.tool} (${row.call_id}) by ${row.by} at ${row.time}${why}`);
+  }
+  const asked = thread.messages.findLastIndex((m) =>
+    (m.tool_calls || []).some((call) => wanted.has(call.id)));
+  const calls = {};
+  for (const line of thread.messages.slice(asked + 1).flatMap((m) => historyLine(m, calls) || [])) {
+    $("#chat-log").append(line);
+  }
+  logLine("notice", `— the run ended; the thread is ${thread.status}`);
+}
+
+async function followThread(name, ids = []) {
   const mine = {};
   following = mine;
   logLine("notice", "Following the thread: the answer shows here once an admin decides.");
@@ -787,7 +961,8 @@ async function followThread(name) {
     if (!response.ok) continue;  // unreachable for now: keep trying
     const thread = await response.json();
     if (!thread.running && !thread.status.startsWith("waiting")) {
-      await showThread(name);
+      if (ids.length) tellTheRest(thread, ids);
+      else await showThread(name);  // it ran when we came: nothing to add to, draw it whole
       loadThreads();
       return;
     }
@@ -814,7 +989,7 @@ $("#chat-form").addEventListener("submit", async (event) => {
   following = null;
   $("#chat-send").disabled = true;
   logLine("you", `you> ${text}`);
-  const state = { agent: null, pending: false };
+  const state = { agent: null, pending: false, calls: [] };
   try {
     const response = await api(`/api/threads/${encodeURIComponent(thread)}/messages`, {
       method: "POST",
@@ -847,7 +1022,7 @@ $("#chat-form").addEventListener("submit", async (event) => {
     $("#chat-send").disabled = false;
   }
   loadThreads();
-  if (state.pending) followThread(thread);
+  if (state.pending) followThread(thread, state.calls || []);
 });
 
 // --- views ----------------------------------------------------------------------------------
@@ -868,7 +1043,9 @@ function route() {
       const problem = threadProblem(name);
       if (problem) $("#chat-log").replaceChildren(el("div", { class: "line bad", text: `error: ${problem}` }));
       else showThread(name).then((thread) => {
-        if (thread && (thread.running || thread.status.startsWith("waiting"))) followThread(name);
+        if (thread && (thread.running || thread.status.startsWith("waiting"))) {
+          followThread(name, thread.running ? [] : thread.pending.map((call) => call.id));
+        }
       });
     }
     return;
@@ -878,4 +1055,5 @@ function route() {
 
 window.addEventListener("hashchange", route);
 showTokenState();
+showNotifyState();
 route();
