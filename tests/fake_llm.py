@@ -608,8 +608,10 @@ def _chunks(request: dict[str, Any], answer: _Answer) -> Iterator[dict[str, Any]
 # - "keep-first": 0.3.x, "Trying to keep the first N tokens when context the overflows...",
 #   lmstudio-ai/lmstudio-bug-tracker#546 and #237 (a 400 BadRequestError);
 # - "does-not-fit": 0.4.2x, inside a 200 stream's one `event: error` frame,
-#   lmstudio-ai/lmstudio-bug-tracker#2322 ("Input does not fit in context length").
-LMSTUDIO_WORDINGS = ("n_keep", "keep-first", "does-not-fit")
+#   lmstudio-ai/lmstudio-bug-tracker#2322 ("Input does not fit in context length");
+# - "cannot-truncate": 0.4.6, HTTP 400 `{"error": "Cannot truncate prompt with n_keep (14169)
+#   >= n_ctx (4096)"}`, quoted whole in lreuss07/secintel-ai#1 and anomalyco/opencode#11141.
+LMSTUDIO_WORDINGS = ("n_keep", "keep-first", "does-not-fit", "cannot-truncate")
 
 
 def lmstudio_overflow_words(prompt: int, context: int, wording: str = "n_keep") -> str:
@@ -620,6 +622,8 @@ def lmstudio_overflow_words(prompt: int, context: int, wording: str = "n_keep") 
             "enough. Try to load the model with a larger context length, or provide a "
             "shorter input"
         )
+    if wording == "cannot-truncate":
+        return f"Cannot truncate prompt with n_keep ({prompt}) >= n_ctx ({context})"
     if wording == "does-not-fit":
         # #2322 quotes the first words; the whole line, from LM Studio's MLX engine in a
         # stream's error frame, as a client's test quotes it verbatim (2026-10-08).

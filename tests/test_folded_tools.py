@@ -5,6 +5,8 @@ and what the model was told."""
 
 from __future__ import annotations
 
+import pytest
+
 from conftest import Workspace, tool_messages
 from fake_llm import FakeLLM, reply, text, tool_call
 
@@ -64,7 +66,11 @@ def test_write_file_with_content_and_edits_runs_nothing_and_says_why(workspace: 
     assert "content (the whole file) or edits, not both" in answer["content"]
 
 
-def test_list_directory_with_a_pattern_finds_names_below_the_folder(workspace: Workspace):
+@pytest.mark.parametrize("mode", [[], ["--read-only"]], ids=["graph", "read-only"])
+def test_list_directory_with_a_pattern_finds_names_below_the_folder(
+    workspace: Workspace, mode: list[str]
+):
+    """Both graphs read the folded form back: under --read-only too, a pattern is a search."""
     (workspace.root / "src" / "deep").mkdir(parents=True)
     (workspace.root / "src" / "deep" / "a.log").write_text("x")
     (workspace.root / "src" / "b.txt").write_text("y")
@@ -73,7 +79,7 @@ def test_list_directory_with_a_pattern_finds_names_below_the_folder(workspace: W
         text("One log."),
     ]
     with FakeLLM(script, auto_route="search") as llm:
-        result = workspace.run(llm.base_url, "find the logs\n")
+        result = workspace.run(llm.base_url, "find the logs\n", *mode)
 
     assert result.returncode == 0, result.stderr
     [answer] = tool_messages(llm.requests_with_tools()[1])
