@@ -574,6 +574,19 @@ async function loadInbox() {
   }
 }
 
+// `nodes` as `list`'s children, in order, moving only what is out of place: a node taken out
+// of the page loses its scroll position, so a diff the reviewer scrolled would jump back to
+// its top on every refresh. What has to move gets its diffs' positions back.
+function placeInOrder(list, nodes) {
+  nodes.forEach((node, i) => {
+    if (list.children[i] === node) return;
+    const tops = [...node.querySelectorAll("pre.diff-scroll")].map((pre) => [pre, pre.scrollTop]);
+    list.insertBefore(node, list.children[i] || null);
+    for (const [pre, top] of tops) pre.scrollTop = top;
+  });
+  while (list.children.length > nodes.length) list.lastElementChild.remove();
+}
+
 async function fetchInbox() {
   const status = $("#inbox-status");
   const list = $("#approvals");
@@ -615,7 +628,7 @@ async function fetchInbox() {
   const fresh = wanted.filter((a) => a.classList.contains("new"))
     .sort((a, b) => (b.dataset.since || "").localeCompare(a.dataset.since || ""));
   const rest = wanted.filter((a) => !a.classList.contains("new"));
-  list.replaceChildren(...fresh, ...rest, ...kept);
+  placeInOrder(list, [...fresh, ...rest, ...kept]);
   status.textContent = approvals.length
     ? `${approvals.length} thread(s) waiting.`
     : "Nothing waits for approval.";
