@@ -4,11 +4,16 @@ under the very preview_id its whole pages have, and a yes with that id writes th
 
 from __future__ import annotations
 
+import asyncio
+from typing import Any
+
 import httpx
+from langchain_core.messages import ToolCall
 
 from conftest import Workspace
 from fake_llm import FakeLLM, reply, text, tool_call
-from serving import ADMIN, JSON, ServeProcess, approve_shown, by_request
+from serving import ADMIN, JSON, ServeProcess, approve_shown, by_request, serving
+from web.payloads import drawn_diff
 
 
 def test_a_cut_rewrite_is_listed_with_totals_a_first_view_and_words_under_its_binding(
@@ -51,3 +56,33 @@ def test_a_cut_rewrite_is_listed_with_totals_a_first_view_and_words_under_its_bi
         assert decided.status_code == 200, decided.text
         served.kill()
     assert big.read_text() == new
+
+
+def test_a_first_view_of_another_state_than_the_preview_drawn_is_not_sent(workspace: Workspace):
+    """The first view is the whole preview read again: if the file changed since the cut
+    preview was read, the two show different states, and the page gets no first view (it
+    would draw a state its yes does not bind to)."""
+    big = workspace.root / "big.txt"
+    big.write_text("".join(f"old line {n}\n" for n in range(2000)))
+    new = "".join(f"new line {n}\n" for n in range(2000))
+    call = tool_call("write_file", {"path": "big.txt", "content": new}, id="c_big")
+    script = by_request({"rewrite": [reply(tool_calls=[call]), text("Rewritten.")]})
+
+    async def check(base_url: str) -> tuple[dict[str, Any], dict[str, Any]]:
+        async with serving(workspace, base_url) as served:
+            await served.say("t", "rewrite")
+            session = await served.app.state.service.session("t")
+            waiting = ToolCall(
+                name="write_file", args={"path": "big.txt", "content": new}, id="c_big"
+            )
+            shown = await session.preview(waiting)
+            same = await drawn_diff(session, waiting, shown)
+            big.write_text("".join(f"other line {n}\n" for n in range(2000)))
+            return same, await drawn_diff(session, waiting, shown)
+
+    with FakeLLM(script, auto_route="filesystem") as llm:
+        same, changed = asyncio.run(check(llm.base_url))
+
+    assert "+new line 0" in same["preview_first"]  # the control: one state, a first view
+    assert "preview_first" not in changed and "diff_totals" not in changed
+    assert big.read_text().startswith("other line 0")  # and nothing was written
