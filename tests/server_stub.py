@@ -11,6 +11,12 @@ standard library's smallest modules only, so it costs a few hundredths of a seco
 
 Signals fsagent sends (stop_server's terminate) are passed on to the server, and this
 process exits as the server did: with its code, or by its signal.
+
+A fork has the launcher's credentials, not fsagent's: a test that runs fsagent with fewer
+rights (tests/core/test_fail_closed.py, under `setpriv`) would get a server that can read
+what fsagent may not. So when this process's user, groups, capabilities, no_new_privs or
+seccomp differ from the launcher's (its pid from the socket's peer credentials), it becomes
+the real `python -m mcp_servers.filesystem` instead.
 """
 
 import json
@@ -22,6 +28,16 @@ import sys
 HOOK = "FSAGENT_TEST_SERVER_LAUNCHER"
 
 
+# What a forked server inherits from the launcher rather than from fsagent.
+CREDENTIALS = ("Uid", "Gid", "Groups", "CapInh", "CapPrm", "CapEff", "CapBnd", "CapAmb",
+               "NoNewPrivs", "Seccomp")  # fmt: skip
+
+
+def credentials(pid: int | str) -> list[str]:
+    with open(f"/proc/{pid}/status") as status:
+        return [line for line in status if line.split(":")[0] in CREDENTIALS]
+
+
 def main() -> None:
     path, *args = sys.argv[1:]
     env = dict(os.environ)
@@ -29,6 +45,11 @@ def main() -> None:
     request = {"kind": "server", "argv": args, "env": env, "cwd": os.getcwd()}
     connection = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
     connection.connect(path)
+    peer = connection.getsockopt(socket.SOL_SOCKET, socket.SO_PEERCRED, 12)
+    launcher = int.from_bytes(peer[:4], sys.byteorder)
+    if credentials(launcher) != credentials("self"):
+        connection.close()
+        os.execv(sys.executable, [sys.executable, *args])
     socket.send_fds(connection, [json.dumps(request).encode()], [0, 1, 2])
     # The server holds the pipes now: fsagent sees its stdout end when the server's does.
     devnull = os.open(os.devnull, os.O_RDWR)
