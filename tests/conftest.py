@@ -35,6 +35,8 @@ AGENT = REPO / "agent.py"
 # The folder the run's Postgres server lives in, set by the controller for its workers.
 POSTGRES_DIR_ENV = "FSAGENT_TEST_POSTGRES_DIR"
 POSTGRES_DIR_PREFIX = "fsagent-test-pg-"
+# core/tools/server_process.py: the server of a piped session is forked by the launcher.
+SERVER_LAUNCHER_ENV = "FSAGENT_TEST_SERVER_LAUNCHER"
 
 
 def agent_env() -> dict[str, str]:
@@ -91,14 +93,16 @@ class Workspace:
         timeout: float = 60,
         env: dict[str, str] | None = None,
     ) -> subprocess.CompletedProcess[str]:
-        # A real process, forked from one that has the libraries imported (tests/launcher.py).
+        # A real process, forked from one that has the libraries imported (tests/launcher.py),
+        # whose MCP server is forked from there too (tests/server_stub.py).
         command = self.command(base_url, *args, thread=thread)
+        launcher = LAUNCHER.started()
         return LAUNCHER.run(
             command[2:],
             input=stdin,
             timeout=timeout,
             cwd=self.root,
-            env={**agent_env(), **(env or {})},
+            env={**agent_env(), SERVER_LAUNCHER_ENV: launcher, **(env or {})},
         )
 
     def start(

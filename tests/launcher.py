@@ -56,6 +56,14 @@ PRELOADED = (
     "ormsgpack",
     "rich.console",
     "prompt_toolkit",
+    # The MCP server's (tests/server_stub.py): mcp_servers.filesystem's libraries.
+    "mcp.types",
+    "mcp.server.fastmcp",
+    "mcp.server.fastmcp.exceptions",
+    "pydantic",
+    "anyio",
+    "anyio.from_thread",
+    "anyio.lowlevel",
 )
 
 
@@ -132,7 +140,8 @@ def stdio(fd: int, mode: str, errors: str, *, unbuffered: bool, line: bool = Fal
 
 
 def launch(request: dict[str, Any], fds: list[int]) -> None:
-    """Become `python agent.py ARGV...` in the request's folder and environment."""
+    """Become `python agent.py ARGV...` in the request's folder and environment, or for a
+    request of kind "server" (tests/server_stub.py), `python -m mcp_servers.filesystem ...`."""
     try:
         for target, fd in enumerate(fds):
             os.dup2(fd, target)
@@ -148,11 +157,19 @@ def launch(request: dict[str, Any], fds: list[int]) -> None:
         sys.stdin = stdio(0, "r", STDIO_ERRORS, unbuffered=False)
         sys.stdout = stdio(1, "w", STDIO_ERRORS, unbuffered=unbuffered)
         sys.stderr = stdio(2, "w", "backslashreplace", unbuffered=unbuffered, line=True)
-        sys.argv = [str(AGENT), *request["argv"]]
-        sys.path[0] = str(AGENT.parent)
         import runpy
 
-        runpy.run_path(str(AGENT), run_name="__main__")
+        if request.get("kind") == "server":
+            module, argv = server_argv(request["argv"])
+            # As `python -m` sets it: the folder first, then PYTHONPATH's.
+            extra = [p for p in request["env"].get("PYTHONPATH", "").split(os.pathsep) if p]
+            sys.path[0:1] = [os.getcwd(), *extra]
+            sys.argv = [module, *argv]
+            runpy.run_module(module, run_name="__main__", alter_sys=True)
+        else:
+            sys.argv = [str(AGENT), *request["argv"]]
+            sys.path[0] = str(AGENT.parent)
+            runpy.run_path(str(AGENT), run_name="__main__")
         code = 0
     except SystemExit as exit_:
         code = exit_.code if isinstance(exit_.code, int) else (0 if exit_.code is None else 1)
@@ -168,6 +185,13 @@ def launch(request: dict[str, Any], fds: list[int]) -> None:
         sys.stderr.flush()
     finally:
         os._exit(code)
+
+
+def server_argv(args: list[str]) -> tuple[str, list[str]]:
+    """The module and its arguments from `-m MODULE ARGS...`: the server only."""
+    if args[:2] != ["-m", "mcp_servers.filesystem"]:
+        raise SystemExit(f"launcher: not the MCP server's command line: {args!r}")
+    return args[1], args[2:]
 
 
 # --- the tests' side -----------------------------------------------------------------------

@@ -21,6 +21,12 @@ from typing import IO, Any
 LINE_LIMIT = 16 * 1024 * 1024
 EXIT_GRACE_SECONDS = 2.0
 PROJECT_DIR = Path(__file__).resolve().parent.parent
+# Tests only (docs/development.md): the socket of the test worker's launcher, which forks the
+# real server from a process with the SDK imported. It does anything only in a checkout,
+# where tests/server_stub.py sits next to the code; tests/conftest.py sets it for piped
+# sessions alone. Unset, the server is `python -m mcp_servers.filesystem` as below.
+TEST_LAUNCHER_ENV = "FSAGENT_TEST_SERVER_LAUNCHER"
+TEST_STUB = Path(__file__).resolve().parents[2] / "tests" / "server_stub.py"
 
 
 def server_command(
@@ -36,6 +42,10 @@ def server_command(
     args += [str(root) for root in roots]
     env = dict(os.environ)
     env["PYTHONPATH"] = os.pathsep.join(filter(None, [str(PROJECT_DIR), env.get("PYTHONPATH")]))
+    launcher = env.get(TEST_LAUNCHER_ENV)
+    if launcher and TEST_STUB.is_file():
+        # -S: the stub needs only the standard library, not site's start-up.
+        return sys.executable, ["-S", str(TEST_STUB), launcher, *args], env
     return sys.executable, args, env
 
 
