@@ -20,13 +20,13 @@ from typing import IO, Any
 # limit well above it keeps a large answer from being cut mid-message.
 LINE_LIMIT = 16 * 1024 * 1024
 EXIT_GRACE_SECONDS = 2.0
-PROJECT_DIR = Path(__file__).resolve().parent.parent
+PROJECT_DIR = Path(__file__).resolve().parents[2]  # the checkout (core/tools/ is two below)
 # Tests only (docs/development.md): the socket of the test worker's launcher, which forks the
 # real server from a process with the SDK imported. It does anything only in a checkout,
 # where tests/server_stub.py sits next to the code; tests/conftest.py sets it for piped
 # sessions alone. Unset, the server is `python -m mcp_servers.filesystem` as below.
 TEST_LAUNCHER_ENV = "FSAGENT_TEST_SERVER_LAUNCHER"
-TEST_STUB = Path(__file__).resolve().parents[2] / "tests" / "server_stub.py"
+TEST_STUB = PROJECT_DIR / "tests" / "server_stub.py"
 
 
 def server_command(
