@@ -22,6 +22,7 @@ its slot until it has.
 
 from __future__ import annotations
 
+import asyncio
 import functools
 import logging
 from collections.abc import Callable
@@ -30,7 +31,6 @@ from dataclasses import dataclass
 from typing import Any
 
 import anyio
-import anyio.from_thread
 import anyio.to_thread
 from mcp.server.fastmcp.exceptions import ToolError
 
@@ -114,12 +114,18 @@ class ToolRunner:
         if slot is None:
             raise self.busy(name)
 
+        # The release is handed to the loop and not waited for: a worker thread that waited
+        # (anyio.from_thread.run_sync) would hang for good when the loop stops between the
+        # hand-off and its run, as at a client's disconnect mid-call, and the interpreter
+        # waits on its worker threads at exit, so the server never ended.
+        loop = asyncio.get_running_loop()
+
         def run_then_release() -> str:
             try:
                 return budget.run(work, arguments)
             finally:
-                with suppress(RuntimeError):  # the loop is gone: the server is stopping
-                    anyio.from_thread.run_sync(self.release, slot)
+                with suppress(RuntimeError):  # the loop is closed: the server is stopping
+                    loop.call_soon_threadsafe(self.release, slot)
 
         try:
             with anyio.move_on_after(self.seconds + GRACE_SECONDS):
