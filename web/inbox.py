@@ -19,39 +19,28 @@ from __future__ import annotations
 
 import asyncio
 import os
-import threading
 from collections.abc import AsyncIterator, Awaitable, Callable
 from typing import Any
 
 from core.threads.threads import ThreadView
+from mcp_servers import race_hook
 from web.events import encode
 from web.runs import KEEP_ALIVE, Runs
 
 POLL_SECONDS = float(os.environ.get("FSAGENT_INBOX_POLL") or 5)
 PAUSE_ENV = "FSAGENT_TEST_INBOX_PAUSE"
-_pause_lock = threading.Lock()  # one paused stream at a time: the test answers each in turn
-
-
-def _pause_here(folder: str) -> None:
-    with _pause_lock:
-        flags = os.O_RDWR | os.O_CLOEXEC  # read-write: neither open waits for the test's end
-        paused = os.open(os.path.join(folder, "paused"), flags)
-        go = os.open(os.path.join(folder, "go"), flags)
-        try:
-            os.write(paused, b"paused inbox read\n")
-            answer = b""
-            while not answer.endswith(b"\n"):
-                answer += os.read(go, 1)
-        finally:
-            os.close(paused)
-            os.close(go)
+# The MCP server's pause between a check and an act, the same two FIFOs and the same lines
+# (tests/race_pause.py drives both), opened at the first pause and held.
+_hook: race_hook.Hook | None = None
 
 
 async def paused_after_read() -> None:
     """The test's pause between reading the list and waiting for a change; unset, nothing."""
+    global _hook
     folder = os.environ.get(PAUSE_ENV)
     if folder:
-        await asyncio.to_thread(_pause_here, folder)  # the server serves on meanwhile
+        _hook = _hook or race_hook.Hook(folder)
+        await asyncio.to_thread(_hook.pause, "inbox", "read")  # the server serves on meanwhile
 
 
 def state(views: list[ThreadView]) -> dict[str, Any]:
