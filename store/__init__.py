@@ -6,7 +6,6 @@ this package.
 
 from __future__ import annotations
 
-import asyncio
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from pathlib import Path
@@ -43,9 +42,9 @@ def missing(location: str | Path, *, need_file: bool = False) -> Missing | None:
     """None when `location` holds a store (or, for SQLite, any file: opening it judges it);
     else what a command that only reads says instead. Nothing is created."""
     if is_postgres(location):
-        from store.postgres import missing_tables
+        from store.postgres_connection import missing_tables
 
-        return asyncio.run(missing_tables(str(location)))
+        return missing_tables(str(location))
     return missing_file(Path(location), need_file=need_file)
 
 

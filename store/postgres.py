@@ -36,15 +36,20 @@ from psycopg_pool import AsyncConnectionPool, PoolTimeout
 
 from store import statements as sql
 from store.base import AuditRow, LedgerEntry, LedgerRow, ThreadRecord, UndoRecord, UndoRun
-from store.errors import Missing, StoreError, ThreadBusy
+from store.errors import StoreError, ThreadBusy
 from store.location import scrub, shown
 from store.migrations import MIGRATIONS_TABLE, newer_message, newer_than_us, pending
+from store.postgres_connection import (
+    CONNECT_TIMEOUT_SECONDS,
+    EXISTING_TABLES,
+    connect_error,
+    connect_options,
+)
 from store.statements import psycopg as psycopg_sql
 
 # The pool logs its retries itself; what went wrong reaches the person as one line.
 logging.getLogger("psycopg").addHandler(logging.NullHandler())
 
-CONNECT_TIMEOUT_SECONDS = 10
 POOL_SIZE = 4  # LangGraph's saver runs one statement at a time per saver; a few suffice
 # The server notices a vanished client (and releases its leases) within about
 # idle + interval * count seconds.
@@ -346,44 +351,14 @@ class PostgresStore:
 # --- opening the database ------------------------------------------------------------------------
 
 
-def connect_options(url: str) -> dict[str, Any]:
-    """What every connection of ours adds to the URL, unless the URL says otherwise."""
-    given = conninfo_to_dict(url)
-    options: dict[str, Any] = {"autocommit": True, "prepare_threshold": 0, "row_factory": dict_row}
-    defaults = {
-        "connect_timeout": CONNECT_TIMEOUT_SECONDS,
-        # Our side notices a vanished server too.
-        "keepalives": 1,
-        "keepalives_idle": 10,
-        "keepalives_interval": 5,
-        "keepalives_count": 3,
-        "application_name": "fsagent",
-    }
-    options.update({key: value for key, value in defaults.items() if key not in given})
-    return options
-
-
-def connect_error(url: str, error: psycopg.Error) -> StoreError:
-    """One line for a connection that failed: which kind, where, what to do."""
-    text = scrub(str(error), url)
-    reason = text.rsplit(" failed: ", 1)[-1].replace("FATAL:  ", "").strip().splitlines()[0]
-    where = shown(url)
-    if "password authentication failed" in text or "no password supplied" in text:
-        return StoreError(
-            f"cannot log in to Postgres at {where}: {reason}; check the user and password in --db"
-        )
-    if "does not exist" in text and "database" in text:
-        return StoreError(
-            f"cannot use Postgres at {where}: {reason}; create it (createdb) or pass another --db"
-        )
-    return StoreError(
-        f"cannot connect to Postgres at {where}: {reason}; start the server or pass another --db"
-    )
+def async_options(url: str) -> dict[str, Any]:
+    """The connection options, with rows as dicts (our statements read columns by name)."""
+    return {**connect_options(url), "row_factory": dict_row}
 
 
 async def connect(url: str) -> AsyncConnection[Any]:
     try:
-        conn = await AsyncConnection.connect(url, **connect_options(url))
+        conn = await AsyncConnection.connect(url, **async_options(url))
     except psycopg.Error as error:
         raise connect_error(url, error) from None
     # The server's side of the keepalives: a client machine that vanished loses its leases
@@ -400,29 +375,8 @@ async def applied_migrations(conn: AsyncConnection[Any]) -> set[int]:
 
 async def existing_tables(conn: AsyncConnection[Any]) -> set[str]:
     """Tables visible on the connection's search path, where ours are created."""
-    cursor = await conn.execute(
-        "SELECT c.relname AS name FROM pg_class c "
-        "JOIN pg_namespace n ON n.oid = c.relnamespace "
-        "WHERE c.relkind IN ('r', 'p') AND n.nspname = current_schema()"
-    )
+    cursor = await conn.execute(EXISTING_TABLES)
     return {row["name"] for row in await cursor.fetchall()}
-
-
-async def missing_tables(url: str) -> Missing | None:
-    """None when the database holds our tables; else how a command that only reads says
-    it does not. Nothing is created."""
-    conn = await connect(url)
-    try:
-        if MIGRATIONS_TABLE in await existing_tables(conn):
-            return None
-    finally:
-        await conn.close()
-    where = shown(url)
-    return Missing(
-        note="it has no fsagent tables yet",
-        sentence=f"{where} has no fsagent tables yet",
-        no_store=f"--db {where}: no fsagent tables there; pass the --db fsagent ran with",
-    )
 
 
 @asynccontextmanager
@@ -513,7 +467,7 @@ async def open_postgres_store(url: str) -> AsyncIterator[PostgresStore]:
             max_size=POOL_SIZE,
             # Autocommit, as LangGraph's saver expects: it pipelines a checkpoint's
             # statements, and wrapping them in a transaction measured no fewer WAL flushes.
-            kwargs=connect_options(url),
+            kwargs=async_options(url),
             open=False,
             name="fsagent",
         )

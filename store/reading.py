@@ -1,6 +1,8 @@
 """The thread store read the light way, for the commands that only read (`fsagent threads`,
-`threads show`, `approvals`, `audit`): the standard library's `sqlite3`, opened read-only,
-and LangGraph's tables read directly, as langgraph-checkpoint-sqlite 3.1 lays them out.
+`threads show`, `approvals`, `audit`): here the SQLite file, with the standard library's
+`sqlite3`, opened read-only, and LangGraph's tables read directly, as
+langgraph-checkpoint-sqlite 3.1 lays them out. store.postgres_reading reads a Postgres store
+into the same `StoredThread`.
 
 It gives what LangGraph's saver gives the graph: the latest checkpoint, its pending writes,
 and for each DeltaChannel the nearest stored seed and the writes of the ancestors after it,
@@ -18,7 +20,7 @@ from collections.abc import Iterator, Sequence
 from contextlib import closing, contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, Protocol
 
 from store import statements as sql
 from store.base import AuditRow
@@ -56,6 +58,17 @@ class StoredThread:
     checkpoint: dict[str, Any]  # the latest checkpoint, decoded
     pending: list[tuple[str, str, Any, str]]  # (task_id, channel, value, task_path), sorted
     histories: dict[str, History]  # the delta channels the checkpoint does not hold
+
+
+class Reader(Protocol):
+    """What the reading commands read, from either store (store.postgres_reading's too)."""
+
+    location: str
+
+    def newer_than_us(self) -> bool: ...
+    def thread_names(self) -> list[str]: ...
+    def audit_rows(self, thread: str | None = None) -> list[AuditRow]: ...
+    def thread(self, name: str, delta_channels: Sequence[str]) -> StoredThread | None: ...
 
 
 def sort_key(row: Sequence[Any]) -> tuple[str, str, int]:
@@ -138,7 +151,11 @@ class SqliteReader:
 
 @contextmanager
 def open_sqlite_reader(path: Path) -> Iterator[SqliteReader]:
-    """The file opened read-only: never created, never migrated, never written."""
+    """The file opened read-only: never created, never migrated, never written. A file this
+    way cannot read (not a database, a table missing) is `Unreadable`."""
     uri = f"{path.resolve().as_uri()}?mode=ro"
-    with closing(sqlite3.connect(uri, uri=True, timeout=5)) as conn:
-        yield SqliteReader(path, conn)
+    try:
+        with closing(sqlite3.connect(uri, uri=True, timeout=5)) as conn:
+            yield SqliteReader(path, conn)
+    except sqlite3.DatabaseError as error:
+        raise Unreadable(f"{path}: {error}") from error
