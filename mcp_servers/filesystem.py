@@ -121,6 +121,9 @@ class SandboxedServer(FastMCP):
         options = self._mcp_server.create_initialization_options(experimental_capabilities=said)
         async with stdio_streams(cancels=self.cancels) as (read_stream, write_stream):
             await self._mcp_server.run(read_stream, write_stream, options)
+        # A test's pause (race_hook.py; unset, nothing): the session is over, and the loop
+        # runs nothing more until a call held before its hand-off has made it.
+        race_hook.pause_at_session_end()
 
 
 # -- registration and start ---------------------------------------------------------------------

@@ -1,23 +1,38 @@
-"""A test-only pause between a write tool's check and its act, so a test can change the tree
-at exactly that point, with no sleep and no timing.
+"""Test-only pauses at exactly the point between two steps, so a test can act there, with no
+sleep and no timing. Two hooks, each set by a variable naming a folder that holds two FIFOs,
+`paused` and `go`, before the server starts; at each of its points the server writes the line
+`paused <what> <which>` to `paused` and waits for the line `go` on `go`.
 
-Set FSAGENT_TEST_PAUSE to a folder holding two FIFOs, `paused` and `go`, before the server
-starts. Then, right before each act on a checked entry (capture.py), the server writes the line
-`paused <tool> <argument>` to `paused` and waits for the line `go` on `go`. Both are opened at
-start, before any root is served (so a restriction set up later, such as Landlock's, which
-forbids opening anything outside the roots, cannot stop the hook), and read-write, so neither
-open waits for the test's end of the FIFO.
+FSAGENT_TEST_PAUSE pauses a write tool between its check and its act: right before each act on
+a checked entry (capture.py), `paused <tool> <argument>`.
 
-Unset, the hook is one test of a module global per act: it costs nothing.
+FSAGENT_TEST_RELEASE_PAUSE pauses a tool call's worker thread after its work returned and
+before it hands its slot back to the event loop (tool_runner.py), `paused release <tool>`; and
+the loop at the session's end, `paused session over`. That line goes out at once, while the
+call is still held, so the test knows the session is over; its `go` is read only once the held
+call has handed its slot back, and the loop runs nothing meanwhile: the hand-off happens with
+the loop not running, as when a client leaves mid-call and the loop stops for good, and a
+hand-off that waited for the loop would hang the server there (tests/mcp_servers/
+test_cancels.py). Its own variable, so a test of the write tools' acts never meets these.
+
+Both hooks' FIFOs are opened at start, before any root is served (so a restriction set up
+later, such as Landlock's, which forbids opening anything outside the roots, cannot stop the
+hook), and read-write, so neither open waits for the test's end of the FIFO.
+
+Unset, a hook is one test of a module global per point: it costs nothing.
 """
 
 from __future__ import annotations
 
 import os
 import threading
+from collections.abc import Iterator
+from contextlib import AbstractContextManager, contextmanager, nullcontext
 
 PAUSE_ENV = "FSAGENT_TEST_PAUSE"
+RELEASE_PAUSE_ENV = "FSAGENT_TEST_RELEASE_PAUSE"
 GO = b"go\n"
+NOT_HELD: AbstractContextManager[None] = nullcontext()
 
 
 class Hook:
@@ -30,27 +45,67 @@ class Hook:
         self.lock = threading.Lock()
 
     def pause(self, tool: str, argument: str) -> None:
+        with self.held(tool, argument):
+            pass
+
+    @contextmanager
+    def held(self, tool: str, argument: str) -> Iterator[None]:
+        """A pause with the caller's next step inside it: no later pause is let go before
+        that step is done."""
         with self.lock:
-            os.write(self.paused, f"paused {tool} {argument}\n".encode())
-            answer = b""
-            while not answer.endswith(b"\n"):
-                answer += os.read(self.go, 1)
-            if answer != GO:
-                raise RuntimeError(f"{PAUSE_ENV}: expected 'go', read {answer!r}")
+            self.tell(tool, argument)
+            self.wait_for_go()
+            yield
+
+    def pause_behind(self, tool: str, argument: str) -> None:
+        """A pause whose line goes out at once, even while another one is held; its `go` is
+        read once that one is done (so the test answers the lines in the order they came)."""
+        self.tell(tool, argument)
+        with self.lock:
+            self.wait_for_go()
+
+    def tell(self, tool: str, argument: str) -> None:
+        os.write(self.paused, f"paused {tool} {argument}\n".encode())
+
+    def wait_for_go(self) -> None:
+        answer = b""
+        while not answer.endswith(b"\n"):
+            answer += os.read(self.go, 1)
+        if answer != GO:
+            raise RuntimeError(f"test pause: expected 'go', read {answer!r}")
 
 
 _hook: Hook | None = None
+_release_hook: Hook | None = None
 
 
 def open_from_environment() -> None:
-    """Open the hook's FIFOs if FSAGENT_TEST_PAUSE names a folder; call it first thing."""
-    global _hook
+    """Open the FIFOs of each hook whose variable names a folder; call it first thing."""
+    global _hook, _release_hook
     folder = os.environ.get(PAUSE_ENV)
     if folder:
         _hook = Hook(folder)
+    folder = os.environ.get(RELEASE_PAUSE_ENV)
+    if folder:
+        _release_hook = Hook(folder)
 
 
 def pause(tool: str, argument: str) -> None:
     """Wait here for the test, when the hook is set (never in normal use)."""
     if _hook is not None:
         _hook.pause(tool, argument)
+
+
+def held_before_release(tool: str) -> AbstractContextManager[None]:
+    """Around a worker thread's hand-off of its slot: wait for the test first, when the
+    release hook is set (never in normal use), and hold the session's end until it is done."""
+    if _release_hook is None:
+        return NOT_HELD
+    return _release_hook.held("release", tool)
+
+
+def pause_at_session_end() -> None:
+    """On the loop, the session over: wait for the test and for a call held before its
+    hand-off, when the release hook is set (never in normal use)."""
+    if _release_hook is not None:
+        _release_hook.pause_behind("session", "over")

@@ -34,6 +34,7 @@ import anyio
 import anyio.to_thread
 from mcp.server.fastmcp.exceptions import ToolError
 
+from mcp_servers import race_hook
 from mcp_servers.budget import CallBudget, CallStopped
 from mcp_servers.cancels import Cancels, current_request_id
 
@@ -124,8 +125,11 @@ class ToolRunner:
             try:
                 return budget.run(work, arguments)
             finally:
-                with suppress(RuntimeError):  # the loop is closed: the server is stopping
-                    loop.call_soon_threadsafe(self.release, slot)
+                # A test can hold the thread here, before its hand-off, and let it go with the
+                # loop not running, as after a disconnect (race_hook.py); unset, nothing.
+                with race_hook.held_before_release(name):
+                    with suppress(RuntimeError):  # the loop is closed: the server is stopping
+                        loop.call_soon_threadsafe(self.release, slot)
 
         try:
             with anyio.move_on_after(self.seconds + GRACE_SECONDS):

@@ -7,6 +7,9 @@ it go. No sleep, no timing: the server waits on a FIFO until the test writes `go
         pauses.reached("delete", "path")   # the server waits here
         ...swap the entry...
         result = pauses.finish(call)       # every later pause is let go at once
+
+The same FIFOs serve the server's other hook (FSAGENT_TEST_RELEASE_PAUSE, before a call hands
+its slot back) and the inbox stream's (FSAGENT_TEST_INBOX_PAUSE): `next_line` and `go` only.
 """
 
 from __future__ import annotations

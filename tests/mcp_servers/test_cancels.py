@@ -9,6 +9,7 @@ answers and the server died with anyio.BrokenResourceError; 200 calls with two c
 from __future__ import annotations
 
 import json
+import os
 import subprocess
 import sys
 from collections import Counter
@@ -20,8 +21,10 @@ import anyio.lowlevel
 import pytest
 from held_opens import HeldOpens
 from mcp_session import REPO, RawServer, server_command, tool_text
+from race_pause import Pauses
 
 from mcp_servers.cancels import Cancels
+from mcp_servers.race_hook import RELEASE_PAUSE_ENV
 from mcp_servers.tool_runner import MAX_RUNNING
 
 CANCELLED = {"code": 0, "message": "Request cancelled"}
@@ -168,17 +171,20 @@ def huge(tmp_path: Path) -> Path:
     return tmp_path
 
 
-def started_server(root: Path, stderr: Any) -> subprocess.Popen[bytes]:
+def started_server(
+    root: Path, stderr: Any, path: str = "huge.txt", env: dict[str, str] | None = None
+) -> subprocess.Popen[bytes]:
+    """The server, initialized, with a grep of `path` asked (and not answered yet)."""
     process = subprocess.Popen(
         server_command([root]), cwd=REPO, stdin=subprocess.PIPE, stdout=subprocess.PIPE,
-        stderr=stderr,
+        stderr=stderr, env={**os.environ, **env} if env else None,
     )  # fmt: skip
     assert process.stdin is not None and process.stdout is not None
     for message in (
         {"id": 0, "method": "initialize", "params": RawServer.hello()},
         {"method": "notifications/initialized"},
         {"id": 1, "method": "tools/call", "params": {"name": "grep", "arguments": {
-            "pattern": "zzz", "path": "huge.txt"}}},
+            "pattern": "zzz", "path": path}}},
     ):  # fmt: skip
         process.stdin.write(json.dumps({"jsonrpc": "2.0", **message}).encode() + b"\n")
     process.stdin.flush()
@@ -195,6 +201,41 @@ def test_a_client_that_disconnects_mid_call_ends_the_server_cleanly(
         process.stdin.close()  # the client is gone: both its ends of the pipes close
         process.stdout.close()
         assert process.wait(timeout=30) == 0
+        stderr.seek(0)
+        assert stderr.read() == b""
+
+
+def test_a_call_handed_back_while_the_loop_runs_nothing_still_lets_the_server_end(
+    tmp_path: Path,
+) -> None:
+    # The disconnect above without its timing (race_hook.py, FSAGENT_TEST_RELEASE_PAUSE): the
+    # call's thread is held after its work, before it hands its slot back to the loop; the
+    # client leaves, and the session ends, the loop held there, running nothing, until the
+    # hand-off is done. A thread that waited for the loop to run its release
+    # (anyio.from_thread.run_sync) waited there for good, as it did when the loop stopped for
+    # good at a disconnect, and the server never ended: 1 run in 6 of the test above.
+    (tmp_path / "root").mkdir()
+    (tmp_path / "root" / "small.txt").write_text("hello\n")
+    pauses = Pauses(tmp_path / "pause")
+    with (tmp_path / "stderr").open("w+b") as stderr:
+        env = {RELEASE_PAUSE_ENV: str(pauses.folder)}
+        process = started_server(tmp_path / "root", stderr, path="small.txt", env=env)
+        assert process.stdin is not None and process.stdout is not None
+        try:
+            assert pauses.next_line() == "paused release grep"  # its work is done
+            process.stdin.close()  # the client is gone: both its ends of the pipes close
+            process.stdout.close()
+            assert pauses.next_line() == "paused session over"  # the loop is held
+            pauses.go()  # the call hands its slot back...
+            pauses.go()  # ...and only then is the loop let go
+            exit_code = process.wait(timeout=30)
+        except subprocess.TimeoutExpired:
+            pytest.fail("the server never ended: its call's thread waits for the loop")
+        finally:
+            process.kill()
+            process.wait()
+            pauses.close()
+        assert exit_code == 0
         stderr.seek(0)
         assert stderr.read() == b""
 
