@@ -374,13 +374,7 @@ def test_threads_names_the_store_it_lists(workspace: Workspace) -> None:
     with FakeLLM([text("Hi."), text("Hello.")], auto_route="general") as llm:
         assert workspace.run(llm.base_url, "hello\n", thread="one").returncode == 0
         assert workspace.run(llm.base_url, "hi\n", thread="two").returncode == 0
-    listed = subprocess.run(
-        [sys.executable, str(AGENT), "threads", "--db", str(workspace.db)],
-        capture_output=True,
-        text=True,
-        env=agent_env(),
-        cwd=workspace.outside,
-    )
+    listed = invoke(["threads", "--db", str(workspace.db)], env=agent_env(), cwd=workspace.outside)
 
     assert listed.returncode == 0, listed.stderr
     lines = listed.stdout.splitlines()
