@@ -19,7 +19,9 @@ What a process would have of its own, and a run here gets for its duration:
   descriptor 2: so --verbose is refused here (use `Workspace.run`).
 - os.environ (replaced whole), the current folder, sys.argv and the umask.
 - SIGINT, SIGTERM, SIGPIPE, SIGCHLD and SIGHUP: whatever a run sets is put back.
-- The warning filters and the root logger's handlers and level.
+- The warning filters; the root logger as a new process has it (no handler, WARNING),
+  so a library's warning reaches the run's stderr (logging's last resort), not pytest's
+  log capture.
 - Our modules' per-process state (PER_PROCESS, agent.HEAVY_IMPORTED): empty or unset for the
   run, as in a new process, and as it was after it.
 - Threads: one a run leaves running fails the run (it would outlive the command in this
@@ -130,6 +132,8 @@ def process_state(
     os.umask(mask)
     root = logging.getLogger()
     log_handlers, log_level = root.handlers[:], root.level
+    root.handlers[:] = []
+    root.setLevel(logging.WARNING)
     threads = set(threading.enumerate())
     heavy = agent.HEAVY_IMPORTED.is_set()
     per_process = {name: dict(state) for name, state in module_state()}
