@@ -1,5 +1,6 @@
 """Shared fixtures: a workspace (a sandbox root, a folder outside it, a thread store) and the
-real `fsagent` CLI run as a subprocess against it.
+real `fsagent` CLI run against it: as a subprocess (`run`, `start`), or in this process
+(`invoke`, tests/cli_runner.py) where the process is not what a test is about.
 
 The store is a SQLite file unless a test module asks for Postgres through the `store_kind`
 fixture (tests/core/test_threads.py runs every test on both). One throwaway Postgres server
@@ -28,6 +29,7 @@ from pathlib import Path
 import pytest
 from launcher import LAUNCHER
 
+import cli_runner
 from pg_server import Server, ServerError, start_server, stop_orphans
 
 REPO = Path(__file__).resolve().parent.parent
@@ -103,6 +105,26 @@ class Workspace:
             timeout=timeout,
             cwd=self.root,
             env={**agent_env(), SERVER_LAUNCHER_ENV: launcher, **(env or {})},
+        )
+
+    def invoke(
+        self,
+        base_url: str,
+        stdin: str = "",
+        *args: str,
+        thread: str | None = "t",
+        timeout: float = 60,
+        env: dict[str, str] | None = None,
+    ) -> subprocess.CompletedProcess[str]:
+        """What `run` returns for the same arguments, from `agent.main` in this process
+        (tests/cli_runner.py): for the commands whose process is not what the test is about."""
+        command = self.command(base_url, *args, thread=thread)
+        return cli_runner.invoke(
+            command[2:],
+            input=stdin,
+            timeout=timeout,
+            cwd=self.root,
+            env={**agent_env(), SERVER_LAUNCHER_ENV: LAUNCHER.started(), **(env or {})},
         )
 
     def start(

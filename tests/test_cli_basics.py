@@ -16,19 +16,16 @@ from pathlib import Path
 
 import pytest
 
-import agent
+from cli_runner import invoke
 from conftest import AGENT, Workspace, agent_env
 from fake_llm import FakeLLM, reply, text, tool_call
 
 
-def run_main(argv: list[str], capsys: pytest.CaptureFixture[str]) -> tuple[int, str, str]:
-    """`fsagent ARGV` in this process: its exit code, stdout and stderr."""
-    try:
-        code = agent.main(argv)
-    except SystemExit as exit:  # argparse's --help, --version and usage errors
-        code = int(exit.code or 0)
-    out, err = capsys.readouterr()
-    return code, out, err
+def run_main(argv: list[str]) -> tuple[int, str, str]:
+    """`fsagent ARGV` in this process (tests/cli_runner.py), in the test's own environment
+    and folder: its exit code, stdout and stderr."""
+    done = invoke(argv)
+    return done.returncode, done.stdout, done.stderr
 
 
 def write_hello() -> dict:
@@ -56,14 +53,14 @@ def test_version_is_the_package_version_and_imports_nothing_heavy() -> None:
     assert done.stdout.splitlines() == [f"fsagent {version('fsagent')}", "heavy: [] rc: 0"]
 
 
-def test_a_mistyped_command_gets_one_line_with_the_nearest_one(capsys) -> None:
-    code, out, err = run_main(["treads"], capsys)
+def test_a_mistyped_command_gets_one_line_with_the_nearest_one() -> None:
+    code, out, err = run_main(["treads"])
     assert (code, out) == (2, "")
     assert err.splitlines() == ["fsagent: unknown command 'treads'; did you mean 'threads'?"]
 
 
-def test_a_prompt_typed_without_p_is_not_taken_for_a_command(capsys) -> None:
-    code, _, err = run_main(["fix the failing test"], capsys)
+def test_a_prompt_typed_without_p_is_not_taken_for_a_command() -> None:
+    code, _, err = run_main(["fix the failing test"])
     assert code == 2
     assert err.splitlines() == [
         "fsagent: unknown command 'fix the failing test'; to send it as a prompt: "
@@ -71,11 +68,9 @@ def test_a_prompt_typed_without_p_is_not_taken_for_a_command(capsys) -> None:
     ]
 
 
-def test_a_flag_a_command_does_not_use_is_refused_by_name(capsys, tmp_path: Path) -> None:
+def test_a_flag_a_command_does_not_use_is_refused_by_name(tmp_path: Path) -> None:
     db = str(tmp_path / "threads.db")
-    code, out, err = run_main(
-        ["threads", "--db", db, "--transcript", "x.jsonl", "--model", "zzz"], capsys
-    )
+    code, out, err = run_main(["threads", "--db", db, "--transcript", "x.jsonl", "--model", "zzz"])
     assert (code, out) == (2, "")
     assert err.splitlines() == [
         "fsagent: threads does not take --transcript, --model (see fsagent threads --help)"
@@ -83,14 +78,14 @@ def test_a_flag_a_command_does_not_use_is_refused_by_name(capsys, tmp_path: Path
     assert not (tmp_path / "x.jsonl").exists() and not Path("x.jsonl").exists()
     # Before the command's name an option is a shared setting, read by the commands that use
     # it (as FSAGENT_* variables are): scripts pass one set to every command.
-    code, out, _ = run_main(["--model", "zzz", "--db", db, "threads"], capsys)
+    code, out, _ = run_main(["--model", "zzz", "--db", db, "threads"])
     assert (code, out) == (0, f"No threads in {db} (the file does not exist yet).\n")
 
 
-def test_each_command_s_help_lists_its_own_flags_only(capsys) -> None:
+def test_each_command_s_help_lists_its_own_flags_only() -> None:
     helps = {}
     for command in ("threads", "approvals", "audit", "undo", "approve", "serve"):
-        code, out, _ = run_main([command, "--help"], capsys)
+        code, out, _ = run_main([command, "--help"])
         assert code == 0
         helps[command] = out
     for command in ("threads", "approvals", "audit"):
@@ -102,10 +97,10 @@ def test_each_command_s_help_lists_its_own_flags_only(capsys) -> None:
     assert "--transcript" not in helps["serve"] and "--read-only" in helps["serve"]
 
 
-def test_help_says_what_the_reply_limit_really_is(capsys) -> None:
+def test_help_says_what_the_reply_limit_really_is() -> None:
     from core.context.budget import MAX_REPLY_TOKENS, default_max_tokens
 
-    _, out, _ = run_main(["--help"], capsys)
+    _, out, _ = run_main(["--help"])
     words = " ".join(out.split())
     assert "an eighth of the context, at most 1024" in words
     assert default_max_tokens(4096) == 4096 // 8 and MAX_REPLY_TOKENS == 1024
@@ -121,8 +116,8 @@ def test_help_says_what_the_reply_limit_really_is(capsys) -> None:
         ["-p", "hello", "threads"],
     ],
 )
-def test_every_usage_error_exits_2(argv: list[str], capsys, tmp_path: Path) -> None:
-    code, _, err = run_main(["--db", str(tmp_path / "threads.db"), *argv], capsys)
+def test_every_usage_error_exits_2(argv: list[str], tmp_path: Path) -> None:
+    code, _, err = run_main(["--db", str(tmp_path / "threads.db"), *argv])
     assert code == 2
     assert len(err.splitlines()) == 1 and err.startswith("fsagent: ")
 
@@ -151,8 +146,8 @@ def test_a_base_url_without_a_scheme_is_taken_as_http(workspace: Workspace) -> N
 
 
 @pytest.mark.parametrize("given", ["ftp://host/v1", "http://", "localhost:port"])
-def test_a_base_url_that_is_no_server_s_is_refused_by_name(given: str, capsys) -> None:
-    code, _, err = run_main(["--base-url", given, "threads", "show", "t"], capsys)
+def test_a_base_url_that_is_no_server_s_is_refused_by_name(given: str) -> None:
+    code, _, err = run_main(["--base-url", given, "threads", "show", "t"])
     assert code == 2
     assert err.splitlines() == [
         f"fsagent: --base-url {given!r}: not a model server's URL; pass one like "
@@ -214,7 +209,7 @@ def session(base_url: str, cwd: Path, stdin: str, *args: str, env: dict | None =
 
 
 def test_threads_live_in_the_data_folder_and_every_folder_sees_them(
-    tmp_path: Path, own_xdg_folders: Path, capsys, monkeypatch
+    tmp_path: Path, own_xdg_folders: Path, monkeypatch
 ) -> None:
     data = own_xdg_folders / "data" / "fsagent" / "threads.db"
     first, second = tmp_path / "first", tmp_path / "second"
@@ -226,12 +221,12 @@ def test_threads_live_in_the_data_folder_and_every_folder_sees_them(
     assert data.is_file() and not (first / "threads.db").exists()
     assert f"Threads: {data}" in result.stdout  # --verbose's status line names the file
     monkeypatch.chdir(second)
-    code, out, _ = run_main(["threads"], capsys)
+    code, out, _ = run_main(["threads"])
     assert code == 0 and out.splitlines()[1].split()[0] == "t"
 
 
 def test_a_threads_db_here_is_still_used_with_a_note_on_moving_it(
-    tmp_path: Path, own_xdg_folders: Path, capsys, monkeypatch
+    tmp_path: Path, own_xdg_folders: Path, monkeypatch
 ) -> None:
     here = tmp_path / "project"
     here.mkdir()
@@ -239,7 +234,7 @@ def test_a_threads_db_here_is_still_used_with_a_note_on_moving_it(
         made = session(llm.base_url, here, "hello\n", "--db", str(here / "threads.db"))
     assert made.returncode == 0, made.stderr
     monkeypatch.chdir(here)
-    code, out, err = run_main(["threads"], capsys)
+    code, out, err = run_main(["threads"])
     data = own_xdg_folders / "data" / "fsagent" / "threads.db"
     assert code == 0 and out.splitlines()[1].split()[0] == "t"
     assert err.splitlines() == [
@@ -251,17 +246,17 @@ def test_a_threads_db_here_is_still_used_with_a_note_on_moving_it(
 
 
 def test_db_and_fsagent_db_override_the_config_file(
-    tmp_path: Path, own_xdg_folders: Path, capsys, monkeypatch
+    tmp_path: Path, own_xdg_folders: Path, monkeypatch
 ) -> None:
     config = own_xdg_folders / "config" / "fsagent" / "config.toml"
     config.parent.mkdir(parents=True)
     config.write_text(f'db = "{tmp_path / "configured.db"}"\n')
-    _, out, _ = run_main(["threads"], capsys)
+    _, out, _ = run_main(["threads"])
     assert out == f"No threads in {tmp_path / 'configured.db'} (the file does not exist yet).\n"
     monkeypatch.setenv("FSAGENT_DB", str(tmp_path / "env.db"))
-    _, out, _ = run_main(["threads"], capsys)
+    _, out, _ = run_main(["threads"])
     assert out == f"No threads in {tmp_path / 'env.db'} (the file does not exist yet).\n"
-    _, out, _ = run_main(["threads", "--db", str(tmp_path / "flag.db")], capsys)
+    _, out, _ = run_main(["threads", "--db", str(tmp_path / "flag.db")])
     assert out == f"No threads in {tmp_path / 'flag.db'} (the file does not exist yet).\n"
 
 
@@ -303,12 +298,12 @@ def test_the_config_file_sets_the_server_the_model_the_mode_and_the_reply_limit(
     ],
 )  # fmt: skip
 def test_a_bad_config_file_is_one_line_naming_the_file_and_the_key(
-    content: str, says: str, own_xdg_folders: Path, capsys, tmp_path: Path
+    content: str, says: str, own_xdg_folders: Path, tmp_path: Path
 ) -> None:
     config = own_xdg_folders / "config" / "fsagent" / "config.toml"
     config.parent.mkdir(parents=True)
     config.write_text(content)
-    code, out, err = run_main(["--db", str(tmp_path / "t.db"), "threads"], capsys)
+    code, out, err = run_main(["--db", str(tmp_path / "t.db"), "threads"])
     assert (code, out) == (2, "")
     assert err.splitlines() == [f"fsagent: {config}: {says}; fix it or remove it"]
 
@@ -379,13 +374,7 @@ def test_threads_names_the_store_it_lists(workspace: Workspace) -> None:
     with FakeLLM([text("Hi."), text("Hello.")], auto_route="general") as llm:
         assert workspace.run(llm.base_url, "hello\n", thread="one").returncode == 0
         assert workspace.run(llm.base_url, "hi\n", thread="two").returncode == 0
-    listed = subprocess.run(
-        [sys.executable, str(AGENT), "threads", "--db", str(workspace.db)],
-        capture_output=True,
-        text=True,
-        env=agent_env(),
-        cwd=workspace.outside,
-    )
+    listed = invoke(["threads", "--db", str(workspace.db)], env=agent_env(), cwd=workspace.outside)
 
     assert listed.returncode == 0, listed.stderr
     lines = listed.stdout.splitlines()

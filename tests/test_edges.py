@@ -71,7 +71,7 @@ def test_approve_into_a_closed_pipe_carries_the_decision_out_whole(workspace: Wo
     assert approved.returncode in (0, 141), approved.stderr
     assert "Traceback" not in approved.stderr and "BrokenPipe" not in approved.stderr
     assert (workspace.root / "hello.txt").read_text() == "hello"
-    listed = workspace.run(NO_LLM, "", "threads", thread=None)
+    listed = workspace.invoke(NO_LLM, "", "threads", thread=None)
     assert listed.stdout.splitlines()[1].endswith("idle"), listed.stdout  # not interrupted
 
 
@@ -154,7 +154,7 @@ def test_full_disk_mid_session_and_on_reopening_is_one_line_then_opens_cleanly(
         assert reopened.returncode == 2, reopened.stderr
         assert reopened.stderr.strip().splitlines() == [disk_full_line(workspace.db)]
         free(fillers)
-        shown = workspace.run(NO_LLM, "", "threads", "show", "t", thread=None)
+        shown = workspace.invoke(NO_LLM, "", "threads", "show", "t", thread=None)
         assert shown.returncode == 0, shown.stderr
         assert "you> first" in shown.stdout and "agent> First answer." in shown.stdout
         later = workspace.run(llm.base_url, "third\n")
@@ -179,9 +179,9 @@ def test_a_thread_file_on_a_read_only_mount_is_read_and_not_written(
         workspace.db = mounted / workspace.db.name
         before = workspace.db.read_bytes()
         for args in (["threads"], ["threads", "show", "t"], ["approvals"], ["audit"]):
-            result = workspace.run(NO_LLM, "", *args, thread=None)
+            result = workspace.invoke(NO_LLM, "", *args, thread=None)
             assert result.returncode == 0, (args, result.stderr)
-        assert "waiting for approval" in workspace.run(NO_LLM, "", "threads", thread=None).stdout
+        assert "waiting for approval" in workspace.invoke(NO_LLM, "", "threads", thread=None).stdout
         line = (
             f"fsagent: {workspace.db} is read-only: threads, threads show, approvals and audit "
             "can read it; to change a thread, make it writable or pass another --db"
@@ -227,7 +227,7 @@ def test_roots_that_are_not_folders_are_named(workspace: Workspace) -> None:
 
 def test_reading_commands_on_a_missing_file_agree(workspace: Workspace) -> None:
     results = {
-        name: workspace.run(NO_LLM, "", *args, thread=None)
+        name: workspace.invoke(NO_LLM, "", *args, thread=None)
         for name, args in {
             "threads": ["threads"], "approvals": ["approvals"], "audit": ["audit"],
             "audit --json": ["audit", "--json"],

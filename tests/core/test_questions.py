@@ -5,10 +5,8 @@ server, a real SQLite thread file and the scripted LM Studio stand-in."""
 from __future__ import annotations
 
 import json
-import subprocess
-import sys
 
-from conftest import AGENT, Workspace, agent_env, tool_messages
+from conftest import Workspace, tool_messages
 from fake_llm import FakeLLM, reply, text, tool_call
 
 NO_LLM = "http://127.0.0.1:9/v1"  # nothing listens: commands that only read must not ask
@@ -32,13 +30,7 @@ def answer_to(llm: FakeLLM, call_id: str = "call_q") -> str:
 
 
 def audit(workspace: Workspace) -> list[tuple[str, str, str, str]]:
-    result = subprocess.run(
-        [sys.executable, str(AGENT), "--db", str(workspace.db), "audit", "--json"],
-        capture_output=True,
-        text=True,
-        timeout=30,
-        env=agent_env(),
-    )
+    result = workspace.invoke(NO_LLM, "", "audit", "--json", thread=None)
     assert result.returncode == 0, result.stderr
     return [(r["tool"], r["decision"], r["reason"], r["by"]) for r in json.loads(result.stdout)]
 
@@ -72,8 +64,8 @@ def test_a_piped_line_that_is_not_a_choice_stops_and_a_restart_answers(workspace
     script = [ask("Which list?", ["notes/todo.md", "todo.md"]), text("Using todo.md.")]
     with FakeLLM(script, auto_route="filesystem") as llm:
         refused = workspace.run(llm.base_url, "add milk to my list\nthe other one\n")
-        listed = workspace.run(NO_LLM, "", "approvals", thread=None)
-        threads = workspace.run(NO_LLM, "", "threads", thread=None)
+        listed = workspace.invoke(NO_LLM, "", "approvals", thread=None)
+        threads = workspace.invoke(NO_LLM, "", "threads", thread=None)
         resumed = workspace.run(llm.base_url, "todo.md\n")
 
     assert refused.returncode == 3

@@ -61,10 +61,10 @@ def test_killed_at_approval_then_approved_from_another_shell(workspace: Workspac
         agent.wait_for("Approval needed")
         agent.kill()
 
-        listed = workspace.run(NO_LLM, "", "threads")
-        pending = workspace.run(NO_LLM, "", "approvals")
+        listed = workspace.invoke(NO_LLM, "", "threads")
+        pending = workspace.invoke(NO_LLM, "", "approvals")
         approved = workspace.run(llm.base_url, "", "approve", "t", "--yes")
-        shown = workspace.run(NO_LLM, "", "threads", "show", "t")
+        shown = workspace.invoke(NO_LLM, "", "threads", "show", "t")
         again = workspace.run(llm.base_url, "", "approve", "t", "--yes")
 
     assert listed.returncode == 0, listed.stderr
@@ -95,7 +95,7 @@ def test_a_write_killed_while_running_is_not_run_again(workspace: Workspace):
         agent.wait_for(f"{HOLD_MARKER} 'started'")
         agent.kill()
 
-        listed = workspace.run(NO_LLM, "", "threads")
+        listed = workspace.invoke(NO_LLM, "", "threads")
         resumed = workspace.run(llm.base_url, "")
 
     assert "interrupted (at tools" in listed.stdout
@@ -150,7 +150,7 @@ def test_a_thread_paused_by_another_version_is_refused_until_reset(workspace: Wo
     with FakeLLM([text("Fine, what next?")], auto_route="general") as llm:
         opened = workspace.run(llm.base_url, "hello\n", thread="renamed")
         decided = workspace.run(llm.base_url, "", "approve", "old", "--yes")
-        reset = workspace.run(NO_LLM, "", "threads", "reset", "renamed")
+        reset = workspace.invoke(NO_LLM, "", "threads", "reset", "renamed")
         reopened = workspace.run(llm.base_url, "hello\n", thread="renamed")
 
     assert opened.returncode == 2
@@ -210,7 +210,7 @@ def test_ctrl_c_inside_a_write_answers_every_call_truthfully(workspace: Workspac
         agent.send("what happened?")
         agent.wait_for("agent> Noted.")
         assert agent.finish() == 0
-        shown = workspace.run(NO_LLM, "", "threads", "show", "t")
+        shown = workspace.invoke(NO_LLM, "", "threads", "show", "t")
 
     last = llm.requests_with_tools()[-1]
     assert unanswered_calls(last) == []
@@ -277,15 +277,15 @@ def test_deny_and_partial_approval_decide_the_whole_batch(workspace: Workspace):
 
 
 def test_thread_commands_on_normal_and_wrong_input(workspace: Workspace):
-    empty = workspace.run(NO_LLM, "", "threads")
-    no_approvals = workspace.run(NO_LLM, "", "approvals")
+    empty = workspace.invoke(NO_LLM, "", "threads")
+    no_approvals = workspace.invoke(NO_LLM, "", "approvals")
     assert not workspace.store_created()  # reading does not create the store
     with FakeLLM([text("Hello!"), write_hello()], auto_route="general") as llm:
         workspace.run(llm.base_url, "hi\n")
         workspace.run(llm.base_url, "create hello.txt\n", thread="w")
-    listed = workspace.run(NO_LLM, "", "threads")
+    listed = workspace.invoke(NO_LLM, "", "threads")
     unknown = [
-        workspace.run(NO_LLM, "", *command)
+        workspace.invoke(NO_LLM, "", *command)
         for command in (
             ("threads", "show", "nope"),
             ("threads", "rm", "nope"),
@@ -294,11 +294,11 @@ def test_thread_commands_on_normal_and_wrong_input(workspace: Workspace):
             ("deny", "nope"),
         )
     ]
-    idle_reset = workspace.run(NO_LLM, "", "threads", "reset", "t")
-    waiting_reset = workspace.run(NO_LLM, "", "threads", "reset", "w")
-    removed = workspace.run(NO_LLM, "", "threads", "rm", "t")
-    after = workspace.run(NO_LLM, "", "threads")
-    shown = workspace.run(NO_LLM, "", "threads", "show", "w")
+    idle_reset = workspace.invoke(NO_LLM, "", "threads", "reset", "t")
+    waiting_reset = workspace.invoke(NO_LLM, "", "threads", "reset", "w")
+    removed = workspace.invoke(NO_LLM, "", "threads", "rm", "t")
+    after = workspace.invoke(NO_LLM, "", "threads")
+    shown = workspace.invoke(NO_LLM, "", "threads", "show", "w")
 
     assert "No threads" in empty.stdout
     assert no_approvals.stdout.strip() == "No pending approvals."
@@ -353,7 +353,7 @@ def test_an_approval_paused_by_the_previous_release_still_resumes(workspace: Wor
     assert made.returncode == 0, made.stderr
 
     with FakeLLM([text("Created old.txt.")], auto_route="filesystem") as llm:
-        listed = workspace.run(NO_LLM, "", "approvals")
+        listed = workspace.invoke(NO_LLM, "", "approvals")
         approved = workspace.run(llm.base_url, "", "approve", "t", "--yes")
 
     assert "call_old: write_file(path='old.txt'" in listed.stdout

@@ -7,14 +7,12 @@ from __future__ import annotations
 import json
 import os
 import sqlite3
-import subprocess
-import sys
 from pathlib import Path
 
 import psycopg
 import pytest
 
-from conftest import AGENT, Workspace, agent_env, tree_snapshot
+from conftest import Workspace, tree_snapshot
 from core.threads.ledger import HOLD_MARKER, TEST_HOLD_ENV
 from fake_llm import FakeLLM, reply, text, tool_call
 
@@ -44,13 +42,7 @@ def user_texts(request: dict) -> list[str]:
 
 
 def audit(workspace: Workspace) -> list[dict]:
-    result = subprocess.run(
-        [sys.executable, str(AGENT), "--db", workspace.location, "audit", "--json"],
-        capture_output=True,
-        text=True,
-        timeout=30,
-        env=agent_env(),
-    )
+    result = workspace.invoke(NO_LLM, "", "audit", "--json", thread=None)
     assert result.returncode == 0, result.stderr
     return json.loads(result.stdout)
 
@@ -97,10 +89,10 @@ def test_undo_takes_back_a_turn_of_every_write_tool(workspace: Workspace):
         assert (root / "backup/drafts/d1.md").read_text() == "draft one\n"
         assert (root / "target.txt").read_text() == "moved over\n"
 
-        undone = workspace.run(NO_LLM, "y\n", "undo", "t")
+        undone = workspace.invoke(NO_LLM, "y\n", "undo", "t")
         after_undo = tree_snapshot(root)
         told = workspace.run(llm.base_url, "what happened?\n")
-        shown = workspace.run(NO_LLM, "", "threads", "show", "t", thread=None)
+        shown = workspace.invoke(NO_LLM, "", "threads", "show", "t", thread=None)
 
     assert undone.returncode == 0, undone.stderr
     assert after_undo == before
@@ -147,7 +139,7 @@ def test_a_new_file_written_twice_in_one_message_is_taken_back_whole(workspace: 
     assert wrote.returncode == 0, wrote.stderr
     assert (workspace.root / "sub" / "new.txt").read_text() == "two\n"
 
-    undone = workspace.run(NO_LLM, "y\n", "undo", "t")
+    undone = workspace.invoke(NO_LLM, "y\n", "undo", "t")
 
     assert undone.returncode == 0, undone.stdout + undone.stderr
     assert "cannot" not in undone.stdout
@@ -163,9 +155,9 @@ def test_undo_refuses_a_file_changed_since_and_force_restores_it(workspace: Work
     assert wrote.returncode == 0, wrote.stderr
     (workspace.root / "a.txt").write_text("edited outside\n")
 
-    refused = workspace.run(NO_LLM, "", "undo", "t")
+    refused = workspace.invoke(NO_LLM, "", "undo", "t")
     assert (workspace.root / "a.txt").read_text() == "edited outside\n"
-    forced = workspace.run(NO_LLM, "y\n", "undo", "t", "--force")
+    forced = workspace.invoke(NO_LLM, "y\n", "undo", "t", "--force")
 
     assert refused.returncode == 1
     # The diff shows what restoring would lose, and nothing was asked or run.
@@ -195,7 +187,7 @@ def test_undo_at_the_prompt_after_a_restart_and_twice_does_nothing(workspace: Wo
         # A new process: the thread, its records and the files are all it has.
         session = workspace.run(llm.base_url, "/undo\ny\n/undo\nanything else?\n")
         (workspace.root / "todo.md").write_text("- bread\n")
-        again = workspace.run(NO_LLM, "y\n", "undo", "t")
+        again = workspace.invoke(NO_LLM, "y\n", "undo", "t")
 
     assert wrote.returncode == 0, wrote.stderr
     assert session.returncode == 0, session.stderr
@@ -251,7 +243,7 @@ def test_what_cannot_be_undone_is_said_before_the_person_approves(workspace: Wor
     ]
     with FakeLLM(write_turn(calls), auto_route="filesystem") as llm:
         wrote = workspace.run(llm.base_url, "clean up\ny\ny\ny\n")
-        undone = workspace.run(NO_LLM, "y\n", "undo", "t")
+        undone = workspace.invoke(NO_LLM, "y\n", "undo", "t")
 
     assert wrote.returncode == 0, wrote.stderr
     out = wrote.stdout
@@ -284,12 +276,12 @@ def test_undo_names_a_call_or_a_turn_and_needs_an_idle_thread(workspace: Workspa
     with FakeLLM(script, auto_route="filesystem") as llm:
         assert workspace.run(llm.base_url, "one\n", "--approve", "yes").returncode == 0
         assert workspace.run(llm.base_url, "two\n", "--approve", "yes").returncode == 0
-        unknown = workspace.run(NO_LLM, "", "undo", "t", "--call", "c9")
-        no_turn = workspace.run(NO_LLM, "", "undo", "t", "--turn", "7")
-        first = workspace.run(NO_LLM, "y\n", "undo", "t", "--turn", "1")
-        by_call = workspace.run(NO_LLM, "y\n", "undo", "t", "--call", "c2")
+        unknown = workspace.invoke(NO_LLM, "", "undo", "t", "--call", "c9")
+        no_turn = workspace.invoke(NO_LLM, "", "undo", "t", "--turn", "7")
+        first = workspace.invoke(NO_LLM, "y\n", "undo", "t", "--turn", "1")
+        by_call = workspace.invoke(NO_LLM, "y\n", "undo", "t", "--call", "c2")
         paused = workspace.run(llm.base_url, "three\n")
-        waiting = workspace.run(NO_LLM, "y\n", "undo", "t")
+        waiting = workspace.invoke(NO_LLM, "y\n", "undo", "t")
 
     assert unknown.returncode == 1
     assert "no write call c9 ran in this thread; the calls are c2, c1" in unknown.stderr

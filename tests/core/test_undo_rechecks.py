@@ -44,7 +44,7 @@ def test_one_changed_file_of_several_refuses_the_whole_undo(workspace: Workspace
         assert workspace.run(llm.base_url, "change them\ny\ny\ny\n").returncode == 0
     (workspace.root / "b.txt").write_text("edited outside\n")
 
-    refused = workspace.run(NO_LLM, "y\n", "undo", "t")
+    refused = workspace.invoke(NO_LLM, "y\n", "undo", "t")
 
     assert refused.returncode == 1, refused.stdout
     assert "⚠ b.txt changed since write_file" in refused.stdout

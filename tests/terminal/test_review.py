@@ -4,22 +4,16 @@ audit log, through the real CLI, the real MCP server and the scripted LM Studio 
 from __future__ import annotations
 
 import json
-import subprocess
-import sys
 
-from conftest import AGENT, Workspace, agent_env, tool_messages
+from conftest import Workspace, tool_messages
 from fake_llm import FakeLLM, reply, text, tool_call
+
+NO_LLM = "http://127.0.0.1:9/v1"  # nothing listens: audit must not need LM Studio
 
 
 def audit_rows(workspace: Workspace, *args: str) -> list[dict]:
-    """`fsagent audit --json`, which needs neither LM Studio nor the MCP server."""
-    result = subprocess.run(
-        [sys.executable, str(AGENT), "--db", str(workspace.db), "audit", "--json", *args],
-        capture_output=True,
-        text=True,
-        timeout=30,
-        env=agent_env(),
-    )
+    """`fsagent audit --json`, which needs neither LM Studio nor the MCP server: in-process."""
+    result = workspace.invoke(NO_LLM, "", "audit", "--json", *args, thread=None)
     assert result.returncode == 0, result.stderr
     return json.loads(result.stdout)
 

@@ -107,7 +107,7 @@ def test_review_a_batch_in_the_inbox_page(
     assert (workspace.root / "b.txt").read_text() == "new line\nkept\n"
     assert not (workspace.root / "a.txt").exists()
     assert tree_snapshot(workspace.outside) == before_outside
-    audit = workspace.run(NO_LLM, "", "audit", "--json", thread="t")
+    audit = workspace.invoke(NO_LLM, "", "audit", "--json", thread="t")
     rows = json.loads(audit.stdout)
     assert [(r["call_id"], r["decision"], r["by"]) for r in rows] == [
         ("call_a", "reject", "admin"),
@@ -280,7 +280,7 @@ def test_the_inbox_follows_the_server_and_reviews_as_a_reviewer_expects(
     assert (workspace.root / "k.txt").read_text() == "k\n"
     assert (workspace.root / "c.txt").read_text() == "c\n"
     assert tree_snapshot(workspace.outside) == before_outside
-    audit = workspace.run(NO_LLM, "", "audit", "--json", thread="two")
+    audit = workspace.invoke(NO_LLM, "", "audit", "--json", thread="two")
     rows = json.loads(audit.stdout)
     assert [(r["call_id"], r["decision"], r["reason"]) for r in rows] == [
         ("c_x", "reject", "not today"),

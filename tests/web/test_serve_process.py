@@ -62,7 +62,7 @@ def test_paused_then_killed_then_approved_after_a_restart(workspace: Workspace):
         assert second.wait() == 0
     assert (workspace.root / "hello.txt").read_text() == "hello secret\n"
     # The write ran once: one decision, one ledger row, whichever store the servers share.
-    audit = workspace.run(NO_LLM, "", "audit", "--json", thread=None)
+    audit = workspace.invoke(NO_LLM, "", "audit", "--json", thread=None)
     assert [(r["tool"], r["decision"], r["by"]) for r in json.loads(audit.stdout)] == [
         ("write_file", "approve", "admin")
     ]
@@ -129,8 +129,8 @@ def test_a_client_gone_or_sigterm_cuts_a_running_turn_off_as_ctrl_c_does(workspa
         assert len(llm.requests_with_tools()) == 2  # neither run asked the model again
         assert "Traceback" not in served.text
 
-        listed = workspace.run(NO_LLM, "", "threads", thread=None)
-        shown_b = workspace.run(NO_LLM, "", "threads", "show", "b")
+        listed = workspace.invoke(NO_LLM, "", "threads", thread=None)
+        shown_b = workspace.invoke(NO_LLM, "", "threads", "show", "b")
     assert [line.split()[-1] for line in listed.stdout.splitlines()[1:-1]] == ["idle", "idle"]
     assert "← ✗ Outcome unknown: write_file was started" in shown_b.stdout
 
@@ -188,7 +188,7 @@ def test_a_run_killed_mid_write_is_finished_by_the_next_message_and_never_rerun(
         first.wait_for(HOLD_MARKER)
         first.kill()
         client.join(timeout=30)
-        listed = workspace.run(NO_LLM, "", "threads", thread=None)
+        listed = workspace.invoke(NO_LLM, "", "threads", thread=None)
         assert "interrupted" in listed.stdout, listed.stdout
 
         second = ServeProcess(workspace, llm.base_url, "--approve", "yes")

@@ -60,7 +60,7 @@ def test_a_request_too_big_for_the_context_is_refused_over_http_as_at_the_termin
         assert listed == {"threads": []}
 
     asyncio.run(scenario())
-    terminal = workspace.run(NO_LLM, "", "threads", thread=None)
+    terminal = workspace.invoke(NO_LLM, "", "threads", thread=None)
     assert terminal.stdout.startswith("No threads in"), terminal.stdout
 
 
@@ -122,7 +122,7 @@ def test_an_unsure_first_reply_arrives_over_sse_and_is_settled_as_what_it_was(
 def test_a_spaced_thread_name_is_decided_over_http_and_printed_escaped(workspace: Workspace):
     paused_by_an_older_version(workspace, "my notes")
 
-    listed = workspace.run(NO_LLM, "", "approvals", thread=None)
+    listed = workspace.invoke(NO_LLM, "", "approvals", thread=None)
     assert listed.returncode == 0, listed.stderr
     assert "my%20notes" in listed.stdout and "my notes" not in listed.stdout
 
@@ -158,7 +158,7 @@ def test_the_escaped_name_works_at_the_shell_and_no_read_or_remove_registers_a_t
     paused_by_an_older_version(workspace, "my notes")
     paused_by_an_older_version(workspace, "red\x1b[31malert")
 
-    listed = workspace.run(NO_LLM, "", "threads", thread=None)
+    listed = workspace.invoke(NO_LLM, "", "threads", thread=None)
     assert listed.returncode == 0, listed.stderr
     assert "my%20notes" in listed.stdout and "red%1B%5B31malert" in listed.stdout
     assert "\x1b" not in listed.stdout
@@ -180,7 +180,7 @@ def test_the_escaped_name_works_at_the_shell_and_no_read_or_remove_registers_a_t
         ("approve", "no%20such"),
         ("undo", "nope"),
     ):
-        refused = workspace.run(NO_LLM, "", *command, thread=None)
+        refused = workspace.invoke(NO_LLM, "", *command, thread=None)
         assert refused.returncode == 1, (command, refused.stderr)
         [line] = refused.stderr.splitlines()
         assert line.startswith("fsagent: no thread named '"), line
@@ -196,7 +196,7 @@ def test_the_escaped_name_works_at_the_shell_and_no_read_or_remove_registers_a_t
     assert asyncio.run(registered(workspace)) == before
 
     # The thread made before the rule is removed by its escaped name.
-    removed = workspace.run(NO_LLM, "", "threads", "rm", "red%1B%5B31malert", "-y", thread=None)
+    removed = workspace.invoke(NO_LLM, "", "threads", "rm", "red%1B%5B31malert", "-y", thread=None)
     assert removed.returncode == 0, removed.stderr
     assert "red%1B%5B31malert" in removed.stdout and "\x1b" not in removed.stdout
     assert sorted(asyncio.run(registered(workspace))) == ["my notes"]
