@@ -78,17 +78,29 @@ def test_a_storm_of_cancels_leaves_the_server_answering_each_call_once(
     assert exit_code == 0
 
 
-def test_each_call_gets_one_answer_and_a_cancelled_one_is_told_so(root: Path) -> None:
-    with RawServer([root]) as raw:
+def test_each_call_gets_one_answer_and_a_cancelled_one_is_told_so(
+    root: Path, tmp_path: Path
+) -> None:
+    # The grep is held in its thread, after its work and before it hands its slot back
+    # (race_hook.py), so the cancels come while it runs, whatever the machine's speed: a grep
+    # of the root left to race them finished first in 3 runs of 10.
+    pauses = Pauses(tmp_path / "pause")
+    with RawServer([root], env={RELEASE_PAUSE_ENV: str(pauses.folder)}) as raw:
         done = raw.call("read_file", path="f1.txt")
+        assert pauses.next_line() == "paused release read_file"
+        pauses.go()
         first = raw.answer(done)
         raw.cancel(done)  # a finished call
         raw.cancel(999_999)  # an unknown id
         slow = raw.call("grep", pattern="hello", path=".")
+        assert pauses.next_line() == "paused release grep"
         raw.cancel(slow)
         raw.cancel(slow)  # twice
         cancelled = raw.answer(slow)
+        pauses.go()
         later = raw.call("read_file", path="f2.txt")
+        assert pauses.next_line() == "paused release read_file"
+        pauses.go()
         answered = raw.answer(later)
         rest = all_answers(raw)
     assert tool_text(first)[1] is False
