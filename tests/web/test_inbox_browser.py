@@ -234,6 +234,9 @@ def test_the_inbox_follows_the_server_and_reviews_as_a_reviewer_expects(
             await big.locator("input[value=approve]").check()
             await big.locator("button.submit").click()
             await page.locator("#server-state", has_text="unreachable").wait_for()
+            # The page's poll can say so before the submit's own fetch fails: wait for the
+            # submit's answer, which is shown only once the button is enabled again.
+            await big.locator(".error[role=alert]", has_text="unreachable").wait_for()
             assert await big.locator("button.submit").is_enabled()
             served = ServeProcess(workspace, llm.base_url, *BIG_REPLIES, "--port", port)
             await page.locator("#server-state").wait_for(state="hidden")
