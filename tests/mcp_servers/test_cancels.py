@@ -102,11 +102,19 @@ def test_each_call_gets_one_answer_and_a_cancelled_one_is_told_so(
         assert pauses.next_line() == "paused release read_file"
         pauses.go()
         answered = raw.answer(later)
+        # The release hook pauses the session's end too: let it go, or the server waits
+        # there until the close's 10 s run out and it is killed.
+        assert raw.process.stdin is not None
+        raw.process.stdin.close()
+        assert pauses.next_line() == "paused session over"
+        pauses.go()
         rest = all_answers(raw)
+        exit_code = raw.process.returncode
     assert tool_text(first)[1] is False
     assert cancelled["error"] == CANCELLED
     assert tool_text(answered) == ("hello world\n" * 1000, False)
     assert rest == []
+    assert exit_code == 0
 
 
 def test_a_write_cancelled_while_it_waits_for_a_slot_never_runs(tmp_path: Path) -> None:
