@@ -50,6 +50,17 @@ def all_at_once(work: list[Any]) -> list[tuple[float, httpx.Response]]:
     return results
 
 
+def approved_as_shown(item: dict[str, Any]) -> dict[str, Any]:
+    """Every call of one waiting thread (an item of GET /api/admin/approvals), approved with
+    the preview the list gave it."""
+    return {
+        "decisions": {
+            call["id"]: {"type": "approve", "preview_id": call["preview_id"]}
+            for call in item["calls"]
+        }
+    }
+
+
 def start_serve(base_url: str, root: Path) -> tuple[subprocess.Popen[bytes], str]:
     command = [
         *agent_command(),
@@ -69,7 +80,7 @@ def start_serve(base_url: str, root: Path) -> tuple[subprocess.Popen[bytes], str
     return process, found.group(1).decode().rstrip("/")
 
 
-def measure() -> list[Row]:
+def measure(threads: int = THREADS) -> list[Row]:
     fake_llm = fake_llm_module()
 
     def script(request: dict[str, Any]) -> Any:
@@ -90,18 +101,21 @@ def measure() -> list[Row]:
         process, url = start_serve(llm.base_url, root)
         try:
             with httpx.Client(timeout=300) as client:
-                names = [f"load{n}" for n in range(THREADS)]
+                names = [f"load{n}" for n in range(threads)]
                 paused = all_at_once([
                     lambda n=n: client.post(
                         f"{url}/api/threads/{n}/messages", json={"text": f"append to {n}.txt"}
                     )
                     for n in names
                 ])  # fmt: skip
+                # As a reviewer's page does: the list once, then each thread's yes bound to
+                # the previews it showed (a yes without them is refused, nothing runs).
+                admin = {"Authorization": f"Bearer {TOKEN}"}
+                listed = client.get(f"{url}/api/admin/approvals", headers=admin).json()
+                decisions = {i["thread"]: approved_as_shown(i) for i in listed["approvals"]}
                 approved = all_at_once([
                     lambda n=n: client.post(
-                        f"{url}/api/admin/approvals/{n}",
-                        json={"approved": True},
-                        headers={"Authorization": f"Bearer {TOKEN}"},
+                        f"{url}/api/admin/approvals/{n}", json=decisions.get(n, {}), headers=admin
                     )
                     for n in names
                 ])  # fmt: skip
@@ -117,18 +131,18 @@ def measure() -> list[Row]:
         if bad:
             raise AssertionError(f"not every thread paused and was approved: {bad[:3]}")
         writes = [(root / f"{n}.txt").read_text() for n in names]
-        if writes != ["once\n"] * THREADS:
+        if writes != ["once\n"] * threads:
             raise AssertionError(f"a write ran other than exactly once: {writes}")
     pause_times = [seconds for seconds, _ in paused]
     approve_times = [seconds for seconds, _ in approved]
-    goal = f"{THREADS} at once, no 5xx, each write once"
+    goal = f"{threads} at once, no 5xx, each write once"
     return [
-        row(f"serve: pausing turn, p50 of {THREADS} at once", statistics.median(pause_times),
+        row(f"serve: pausing turn, p50 of {threads} at once", statistics.median(pause_times),
             None, "s", goal),
-        row(f"serve: pausing turn, p95 of {THREADS} at once", p95(pause_times), None, "s", goal),
-        row(f"serve: approval, p50 of {THREADS} at once", statistics.median(approve_times),
+        row(f"serve: pausing turn, p95 of {threads} at once", p95(pause_times), None, "s", goal),
+        row(f"serve: approval, p50 of {threads} at once", statistics.median(approve_times),
             None, "s", goal),
-        row(f"serve: approval, p95 of {THREADS} at once", p95(approve_times), None, "s", goal),
+        row(f"serve: approval, p95 of {threads} at once", p95(approve_times), None, "s", goal),
     ]  # fmt: skip
 
 
