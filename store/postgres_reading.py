@@ -35,8 +35,8 @@ from store.base import AuditRow
 from store.checkpoint_format import Unreadable, loads
 from store.location import shown
 from store.migrations import MIGRATIONS_TABLE, newer_than_us
-from store.postgres_connection import connect
-from store.reading import NS, History, StoredThread, sort_key
+from store.postgres_connection import EXISTING_TABLES, connect
+from store.reading import NS, STORE_TABLES, History, StoredThread, sort_key
 
 CHECKPOINT_FORMAT = 4  # langgraph's `v` since pending sends moved into the checkpoint
 PAGE = 256  # ancestors read per query while looking for a seed; a snapshot is rarely further
@@ -85,6 +85,11 @@ class PostgresReader:
         self.location = shown(url)
         self.conn = conn
 
+    def made(self) -> bool:
+        """Whether this database holds a store yet (see SqliteReader's)."""
+        tables = {str(row[0]) for row in self.conn.execute(EXISTING_TABLES)}
+        return bool(tables & STORE_TABLES)
+
     def newer_than_us(self) -> bool:
         """Whether a later fsagent migrated this database (see SqliteReader's)."""
         rows = self.conn.execute(f"SELECT number FROM {MIGRATIONS_TABLE}").fetchall()
@@ -92,6 +97,10 @@ class PostgresReader:
 
     def thread_names(self) -> list[str]:
         return sorted({str(row[0]) for row in self.conn.execute(sql.THREAD_NAMES)})
+
+    def thread_settings(self, name: str) -> dict[str, Any]:
+        row = self.conn.execute(sql.psycopg(sql.THREAD_SETTINGS), (name,)).fetchone()
+        return sql.recorded_settings(name, self.location, row[0] if row else None) or {}
 
     def audit_rows(self, thread: str | None = None) -> list[AuditRow]:
         query, params = sql.AUDIT_ROWS, tuple[str, ...]()

@@ -65,10 +65,17 @@ class Reader(Protocol):
 
     location: str
 
+    def made(self) -> bool: ...
     def newer_than_us(self) -> bool: ...
     def thread_names(self) -> list[str]: ...
+    def thread_settings(self, name: str) -> dict[str, Any]: ...
     def audit_rows(self, thread: str | None = None) -> list[AuditRow]: ...
     def thread(self, name: str, delta_channels: Sequence[str]) -> StoredThread | None: ...
+
+
+# A store is made once either is there (an fsagent before migrations made only LangGraph's).
+STORE_TABLES = frozenset({MIGRATIONS_TABLE, "checkpoints"})
+TABLES = "SELECT name FROM sqlite_master WHERE type = 'table'"
 
 
 def sort_key(row: Sequence[Any]) -> tuple[str, str, int]:
@@ -81,6 +88,11 @@ class SqliteReader:
         self.location = str(path)
         self.conn = conn
 
+    def made(self) -> bool:
+        """Whether this file holds a store yet: our tables, or LangGraph's of an older one."""
+        tables = {str(row[0]) for row in self.conn.execute(TABLES)}
+        return bool(tables & STORE_TABLES)
+
     def newer_than_us(self) -> bool:
         """Whether a later fsagent migrated this file: its tables may mean what this one does
         not know, so the store's own path reads it (and refuses it, in one line)."""
@@ -92,6 +104,11 @@ class SqliteReader:
 
     def thread_names(self) -> list[str]:
         return sorted({str(row[0]) for row in self.conn.execute(sql.THREAD_NAMES)})
+
+    def thread_settings(self, name: str) -> dict[str, Any]:
+        """What the thread's first session recorded (its roots, its rules file); {} if none."""
+        row = self.conn.execute(sql.THREAD_SETTINGS, (name,)).fetchone()
+        return sql.recorded_settings(name, self.location, row[0] if row else None) or {}
 
     def audit_rows(self, thread: str | None = None) -> list[AuditRow]:
         query, params = sql.AUDIT_ROWS, tuple[str, ...]()

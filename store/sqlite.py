@@ -186,7 +186,7 @@ class SQLiteStore:
 
     async def thread_settings(self, thread: str) -> dict[str, Any] | None:
         rows = await self._fetch(sql.THREAD_SETTINGS, (thread,))
-        return json.loads(rows[0][0]) if rows and rows[0][0] else None
+        return sql.recorded_settings(thread, self.location, rows[0][0] if rows else None)
 
     async def record_thread_settings(self, thread: str, settings: dict[str, Any]) -> None:
         async with self._lock:

@@ -8,15 +8,15 @@ above the prompt when it is known (terminal.tty prints above a prompt being read
 typed before everything is ready waits for it under a status line, the usual sign of life.
 
 Only a thread that needs nothing first gets the early prompt: a new one, or one idle in the
-roots it was started with. A thread paused for an approval or an answer, one a crash cut off,
-one that would act in other roots (a question first), a Postgres store (no light reader for
-it yet) or a file this fsagent cannot read take the usual start, where those come first.
+roots it was started with, in a SQLite file or a Postgres database (read by their light
+readers). A thread paused for an approval or an answer, one a crash cut off, one that would act
+in other roots (a question first), or a store this fsagent cannot read so take the usual
+start, where those come first.
 """
 
 from __future__ import annotations
 
 import asyncio
-import json
 import os
 import sqlite3
 from dataclasses import dataclass, field
@@ -27,9 +27,8 @@ from core.threads.stored_views import IDLE, MESSAGES, StoredView, stored_view
 from core.threads.thread_names import escaped, follows_rule
 from store.checkpoint_format import Unreadable
 from store.location import is_postgres
-from store.reading import open_sqlite_reader
-from store.statements import THREAD_SETTINGS
 from terminal.banner import HINT, mode_lines, recap, status_line, summary_note, thread_line
+from terminal.reading import open_reader
 from terminal.tty import TtyTerminal
 
 STARTING = "starting: the model server and the tools"
@@ -48,26 +47,28 @@ class EarlyThread:
 def early_thread(
     location: str, thread: str, roots: tuple[Path, ...], roots_given: bool
 ) -> EarlyThread | None:
-    """The thread, if the session can prompt before the rest of the start; else None."""
-    if is_postgres(location) or not follows_rule(thread):
+    """The thread, if the session can prompt before the rest of the start; else None. A
+    Postgres server that cannot be reached is the store's one line here, as it would be a
+    moment later (the connection's wait is not paid twice)."""
+    if not follows_rule(thread):
         return None
-    path = Path(location)
-    if not path.exists():
+    if not is_postgres(location) and not Path(location).exists():
         return EarlyThread(None, roots)
     try:
-        with open_sqlite_reader(path) as reader:
+        with open_reader(location) as reader:
+            if not reader.made():
+                return EarlyThread(None, roots)  # the start makes the store: a new thread
             if reader.newer_than_us():
                 return None
             stored = reader.thread(thread, [MESSAGES])
-            row = reader.conn.execute(THREAD_SETTINGS, (thread,)).fetchone()
+            recorded = reader.thread_settings(thread)
     except (Unreadable, sqlite3.DatabaseError, OSError):
-        return None
+        return None  # a file or database not ours yet, or not readable so: the usual start
     view = stored_view(stored) if stored is not None else None
     if view is not None and (view.status != IDLE or view.problem):
         return None
     if stored is not None and (stored.checkpoint.get("channel_values") or {}).get("grants"):
         return None  # its grants are said from the graph's state (terminal.slash.grant_lines)
-    recorded = json.loads(row[0]) if row and row[0] else {}
     if not recorded.get("roots"):
         return EarlyThread(view, roots)
     started = tuple(Path(root) for root in recorded["roots"])

@@ -8,19 +8,14 @@ import json
 import sqlite3
 from pathlib import Path
 
+from release_files import RELEASE_0_1_0, restore
+
 from conftest import Workspace
 from fake_llm import FakeLLM, text
 from store import open_store
 from store.migrations import MIGRATIONS, SCHEMA_VERSION
 
-RELEASE_0_1_0 = Path(__file__).with_name("release-0.1.0.sql")
 NO_LLM = "http://127.0.0.1:9/v1"  # nothing listens: commands that only read must not ask
-
-
-def restore(dump: Path, db: Path) -> None:
-    conn = sqlite3.connect(db)
-    conn.executescript(dump.read_text(encoding="utf-8"))
-    conn.close()
 
 
 def tables(db: Path) -> dict[str, list[tuple]]:

@@ -6,6 +6,10 @@ kernel) but answers nothing until `start()`."""
 
 from __future__ import annotations
 
+import sqlite3
+
+import pytest
+from release_files import RELEASE_0_1_0, restore
 from thread_folders import LIST, elsewhere, with_root, without_root
 
 from conftest import Workspace, agent_env, tool_messages
@@ -19,6 +23,7 @@ def at_a_terminal(workspace: Workspace, llm: FakeLLM) -> PtyScreen:
     return PtyScreen(workspace.command(llm.base_url), str(workspace.root), environment)
 
 
+@pytest.mark.parametrize("store_kind", ["sqlite", "postgres"])
 def test_the_prompt_comes_before_the_model_server_answers(workspace: Workspace):
     llm = FakeLLM([text("Hello there.")], auto_route="general")
     llm.bind()  # listening, answering nothing yet
@@ -47,6 +52,86 @@ def test_the_prompt_comes_before_the_model_server_answers(workspace: Workspace):
     assert code == 0, screen.screen_text()
     said = [m["content"] for m in llm.requests_with_tools()[-1]["messages"] if m["role"] == "user"]
     assert said == ["hello"]  # typed before the start was done, sent once after it
+
+
+@pytest.mark.parametrize("store_kind", ["sqlite", "postgres"])
+def test_a_resumed_thread_prompts_before_the_model_server_answers(workspace: Workspace):
+    # The thread is read by the store's light reader (psycopg alone on Postgres), so its
+    # recap and `you>` need no model server, no LangGraph and no MCP server.
+    with FakeLLM([text("The shed needs a roof.")], auto_route="general") as first:
+        made = workspace.run(first.base_url, "what does the shed need\n")
+        assert made.returncode == 0, made.stderr
+    llm = FakeLLM([text("Slate, then.")], auto_route="general")
+    llm.bind()  # listening, answering nothing yet
+    try:
+        screen = at_a_terminal(workspace, llm)
+        at = screen.wait_for("\nyou>")
+        before = screen.screen_text()[:at]
+        assert "Thread 't': resuming, 2 messages." in before
+        assert "Last: you> what does the shed need · agent> The shed needs a roof." in before
+        assert llm.requests == []  # the model server was not needed for any of it
+        screen.enter("slate or tin?")
+        typed = screen.wait_for("you> slate or tin?", at - len("you>"))
+        llm.start()
+        at = screen.wait_for("agent> Slate, then.", typed)
+        screen.wait_for("you>", at)
+        screen.enter("/quit")
+        code = screen.close()
+    finally:
+        llm.stop()
+
+    assert code == 0, screen.screen_text()
+    sent = llm.requests_with_tools()[-1]["messages"]
+    said = [(m["role"], m["content"]) for m in sent if m["role"] in ("user", "assistant")]
+    assert said == [
+        ("user", "what does the shed need"),
+        ("assistant", "The shed needs a roof."),
+        ("user", "slate or tin?"),
+    ]
+
+
+def test_a_release_0_1_0_thread_is_migrated_first_and_resumed_not_greeted_as_new(
+    workspace: Workspace,
+):
+    # That release made its tables without recording migrations, nor the thread's settings:
+    # the file holds a store all the same, which the usual start migrates before the prompt,
+    # and its thread is resumed, never greeted early as a new conversation.
+    restore(RELEASE_0_1_0, workspace.db)
+    with FakeLLM([], auto_route="general") as llm:
+        screen = PtyScreen(
+            workspace.command(llm.base_url, thread="done"),
+            str(workspace.root),
+            agent_env() | {"XDG_STATE_HOME": str(workspace.root.parent / "state")},
+        )
+        at = screen.wait_for("\nyou>")
+        before = screen.screen_text()[:at]
+        screen.enter("/quit")
+        code = screen.close()
+
+    assert code == 0, screen.screen_text()
+    assert "Thread 'done': resuming, " in before and "new conversation" not in before
+    assert before.startswith("Loaded 20 tools.")  # the usual start, done first
+
+
+def test_a_postgres_server_that_is_not_there_is_one_line_and_no_prompt(workspace: Workspace):
+    # The early look connects first: a server that refuses is said once, as the store says
+    # it, and nothing is prompted for (a prompt whose line could never be sent).
+    workspace.database_url = "postgresql://fsagent@127.0.0.1:1/threads"
+    llm = FakeLLM([], auto_route="general")
+    llm.bind()
+    try:
+        screen = at_a_terminal(workspace, llm)
+        code = screen.close()
+    finally:
+        llm.stop()
+
+    shown = screen.screen_text()
+    assert code == 2, shown  # cannot start: a database it cannot use (README's exit codes)
+    assert " ".join(shown.split()) == (
+        "fsagent: cannot connect to Postgres at postgresql://fsagent@127.0.0.1:1/threads: "
+        "Connection refused; start the server or pass another --db"
+    )
+    assert llm.requests == []
 
 
 def test_the_model_line_comes_above_a_prompt_being_typed(workspace: Workspace):
@@ -129,6 +214,7 @@ def test_a_resumed_thread_gets_the_same_recap_before_the_prompt(workspace: Works
     assert code == 0, screen.screen_text()
 
 
+@pytest.mark.parametrize("store_kind", ["sqlite", "postgres"])
 def test_a_thread_resumed_without_root_prompts_early_in_its_own_roots(workspace: Workspace):
     other = elsewhere(workspace)
     with FakeLLM([text("Hi."), LIST, text("Listed.")], auto_route="filesystem") as llm:
@@ -176,3 +262,36 @@ def test_a_thread_with_grants_says_them_before_the_prompt(workspace: Workspace):
 
     assert code == 0, screen.screen_text()
     assert "Grants in this thread" in before and "1. write_file inside docs/" in before
+
+
+@pytest.mark.parametrize("settings", ["[1]", "{not json"])
+def test_settings_that_are_not_readable_are_one_line_and_the_thread_is_kept(
+    workspace: Workspace, settings: str
+):
+    # A hand-edited or hostile file: said once, at a terminal (the early look) and in a pipe
+    # (the usual start) alike, with nothing changed; the session's other threads still open.
+    with FakeLLM([text("Hi."), text("Hello.")], auto_route="general") as llm:
+        assert workspace.run(llm.base_url, "hello\n").returncode == 0
+        with sqlite3.connect(workspace.db) as conn:
+            conn.execute("UPDATE fsagent_threads SET settings = ? WHERE name = 't'", (settings,))
+        conn.close()
+        screen = at_a_terminal(workspace, llm)
+        code = screen.close()
+        piped = workspace.run(llm.base_url, "hello again\n")
+        other = workspace.run(llm.base_url, "hello\n", thread="other")
+        shown = workspace.invoke(llm.base_url, "", "threads", "show", "t", thread=None)
+
+    line = (
+        f"fsagent: thread 't' in {workspace.db}: its recorded settings are not readable "
+        f"({settings!r}); open another thread (--thread NAME) or restore the file"
+    )
+    assert code == 2 and " ".join(screen.screen_text().split()) == line
+    assert piped.returncode == 2 and piped.stderr.strip() == line
+    assert other.returncode == 0, other.stderr
+    assert "agent> Hello." in other.stdout
+    with sqlite3.connect(workspace.db) as conn:
+        [(kept,)] = conn.execute("SELECT settings FROM fsagent_threads WHERE name = 't'")
+    conn.close()
+    assert kept == settings
+    assert "you> hello" in shown.stdout and "agent> Hi." in shown.stdout  # its messages kept
+    assert "hello again" not in shown.stdout
