@@ -845,10 +845,14 @@ async def chat(settings: Settings) -> int:
             raise
 
 
+# Test-only: the start as it was before the early prompt, for `make bench`'s before row.
+TEST_LATE_PROMPT_ENV = "FSAGENT_TEST_LATE_PROMPT"
+
+
 def prompt_early(settings: Settings, screen: str, transcript: Any) -> EarlyPrompt | None:
     """At a terminal, the banner and `you>` before anything heavy is imported or started
     (terminal.early_prompt), for a thread that needs nothing first; else None."""
-    if screen != "tty" or settings.prompt is not None:
+    if screen != "tty" or settings.prompt is not None or os.environ.get(TEST_LATE_PROMPT_ENV):
         return None
     from core.approval.policy import load_policy
     from terminal.early_prompt import early_thread, open_early

@@ -1,5 +1,7 @@
-"""Start-up: from launch to the `you> ` prompt on a terminal, and `echo quit | fsagent` to exit,
-against a Python that only imports what any LangGraph + OpenAI agent must import. And the
+"""Start-up: from launch to the `you> ` prompt on a terminal (on SQLite and on Postgres, and
+as it was before the early prompt: FSAGENT_TEST_LATE_PROMPT), and `echo quit | fsagent` to
+exit, against a Python that only imports what any LangGraph + OpenAI agent must import; the
+filesystem server's launch against the same, and against `import mcp`, its floor. And the
 filesystem server's cost of the kernel sandbox (Landlock): its start to `initialize`
 answered and one call, restricted and with the test switch that says there is no Landlock
 (FSAGENT_LANDLOCK_ABI=0), side by side.
@@ -27,6 +29,7 @@ from bench.common import (
     agent_env,
     fake_llm_module,
     median,
+    postgres_server,
     row,
     tests_module,
 )
@@ -35,14 +38,19 @@ RUNS = 5
 # prompt_toolkit draws the prompt's trailing space apart from its text.
 PROMPT = b"you>"
 BARE_IMPORT = [sys.executable, "-c", "import langgraph.graph, langchain_openai"]
+MCP_IMPORT = [sys.executable, "-c", "import mcp"]
+# agent.TEST_LATE_PROMPT_ENV: the prompt only once everything has started, as before issue 31.
+LATE = {"FSAGENT_TEST_LATE_PROMPT": "1"}
 
 
-def time_to_prompt(command: list[str], cwd: Path, timeout: float = 30) -> float:
+def time_to_prompt(
+    command: list[str], cwd: Path, timeout: float = 30, more_env: dict[str, str] | None = None
+) -> float:
     """Seconds from launch until `you>` appears on the terminal; then answers `quit`."""
     controller, terminal = pty.openpty()
     started = time.perf_counter()
     # A person's terminal: line editing and the status line load (the history goes to cwd).
-    env = agent_env() | {"TERM": "xterm-256color", "XDG_STATE_HOME": str(cwd)}
+    env = agent_env() | {"TERM": "xterm-256color", "XDG_STATE_HOME": str(cwd)} | (more_env or {})
     env.pop("NO_COLOR", None)
     process = subprocess.Popen(
         command, stdin=terminal, stdout=terminal, stderr=terminal, cwd=cwd, env=env
@@ -134,36 +142,57 @@ def kernel_sandbox_rows(root: Path) -> list[Row]:
     ]  # fmt: skip
 
 
+def server_launch(root: Path) -> float:
+    """Seconds from launch to `initialize` answered, of the filesystem server alone."""
+    started = time.perf_counter()
+    server = tests_module("mcp_session").RawServer([root])  # launched, initialize answered
+    launched = time.perf_counter() - started
+    server.close()
+    return launched
+
+
 def measure() -> list[Row]:
     fake_llm = fake_llm_module()
     with (
         tempfile.TemporaryDirectory(prefix="fsagent-startup-") as temp,
         fake_llm.FakeLLM([]) as llm,
+        postgres_server() as pg,
     ):
         root = Path(temp)
-        fsagent = [
-            *agent_command(),
-            *("--base-url", llm.base_url, "--root", str(root), "--db", str(root / "t.db")),
-        ]
-        time_to_prompt(fsagent, root)  # warm-up: bytecode, page cache, the thread file
+        on = ("--base-url", llm.base_url, "--root", str(root))
+        fsagent = [*agent_command(), *on, "--db", str(root / "t.db")]
+        on_pg = [*agent_command(), *on, "--db", pg.create_database("startup")]
+        for command in (fsagent, on_pg):  # warm-up: bytecode, page cache, the thread's store
+            time_to_prompt(command, root)
         timings = interleaved(
             {
                 "prompt": lambda: time_to_prompt(fsagent, root),
+                "late prompt": lambda: time_to_prompt(fsagent, root, more_env=LATE),
+                "pg prompt": lambda: time_to_prompt(on_pg, root),
+                "pg late prompt": lambda: time_to_prompt(on_pg, root, more_env=LATE),
                 "piped": lambda: time_to_exit(fsagent, root, "quit\n"),
                 "help": lambda: time_to_exit([*agent_command(), "--help"], root),
+                "server": lambda: server_launch(root),
+                "mcp import": lambda: time_to_exit(MCP_IMPORT, root),
                 "bare": lambda: time_to_exit(BARE_IMPORT, root),
             }
-        )
-        prompt, piped, helped, bare = (
-            timings[name] for name in ("prompt", "piped", "help", "bare")
         )
         sandbox = kernel_sandbox_rows(root)
     from bench import reading  # the reading commands' CPU, on a store of their own
 
+    bare = timings["bare"]
+    labels = {
+        "prompt": ("start-up to `you> ` prompt (pty)", "<= 0.5x bare import"),
+        "late prompt": ("  before: the prompt after the whole start (pty)", "figure"),
+        "pg prompt": ("Postgres: start-up to `you> ` prompt (pty)", "<= 0.5x bare import"),
+        "pg late prompt": ("  before: Postgres, the prompt after the whole start", "figure"),
+        "piped": ("echo quit | fsagent, launch to exit", "figure (a pipe waits for all)"),
+        "help": ("fsagent --help, launch to exit", "figure (lazy imports)"),
+        "server": ("filesystem server, launch to initialize", "figure"),
+        "mcp import": ("  its floor: python -c 'import mcp'", "figure (the SDK's __init__)"),
+    }
     return [
-        row("start-up to `you> ` prompt (pty)", prompt, bare, "s", "<= 0.5x bare import"),
-        row("echo quit | fsagent, launch to exit", piped, bare, "s", "figure"),
-        row("fsagent --help, launch to exit", helped, bare, "s", "figure (lazy imports)"),
+        *(row(label, timings[name], bare, "s", goal) for name, (label, goal) in labels.items()),
         *sandbox,
         *reading.measure(),
     ]
