@@ -864,7 +864,7 @@ def prompt_early(settings: Settings, screen: str, transcript: Any) -> EarlyPromp
     # Read again by launch(): a bad rules file stops fsagent here, as it would there.
     policy = load_policy(settings.policy or found.policy, list(found.roots))
     term = open_terminal(screen, transcript, root_redactions(found.roots), imported=HEAVY_IMPORTED)
-    store = shown(settings.db) if settings.verbose else ""
+    store = shown(settings.db)
     return open_early(
         term, found, settings.thread, approve_mode=settings.approve, policy=policy, store=store
     )
@@ -962,7 +962,7 @@ async def talk(
         roots=launched.roots,
         roots_note=roots.note,
         prompt=settings.prompt,
-        store=shown(settings.db) if settings.verbose else "",
+        store=shown(settings.db),
         early=early,
     )
 

@@ -83,8 +83,8 @@ def status_line(
     roots: Sequence[Path | str], approve_mode: str, note: str = "", store: str = ""
 ) -> str:
     """Where the agent may read and write (with `note`: "this thread's" when they are the
-    roots the thread was started with, taken without --root), who decides writes, and (with
-    `store`, under --verbose) where threads are kept."""
+    roots the thread was started with, taken without --root), who decides writes, and where
+    threads are kept (`store`: from another folder, the same file is found, issue 31)."""
     label = "Root" if len(roots) == 1 else "Roots"
     where = ", ".join(visible(str(root), keep="") for root in roots)
     parts = [f"{label}: {where}" + (f" ({note})" if note else "")] if roots else []

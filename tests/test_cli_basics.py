@@ -216,10 +216,10 @@ def test_threads_live_in_the_data_folder_and_every_folder_sees_them(
     first.mkdir()
     second.mkdir()
     with FakeLLM([text("Hi.")], auto_route="filesystem") as llm:
-        result = session(llm.base_url, first, "hello\n", "--verbose")
+        result = session(llm.base_url, first, "hello\n")
     assert result.returncode == 0, result.stderr
     assert data.is_file() and not (first / "threads.db").exists()
-    assert f"Threads: {data}" in result.stdout  # --verbose's status line names the file
+    assert f"Threads: {data}" in result.stdout  # the banner's status line names the file
     monkeypatch.chdir(second)
     code, out, _ = run_main(["threads"])
     assert code == 0 and out.splitlines()[1].split()[0] == "t"

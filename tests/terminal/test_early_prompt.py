@@ -15,6 +15,7 @@ from thread_folders import LIST, elsewhere, with_root, without_root
 from conftest import Workspace, agent_env, tool_messages
 from fake_llm import FakeLLM, reply, text, tool_call
 from pty_screen import ENTER, PtyScreen
+from store.location import shown
 
 
 def at_a_terminal(workspace: Workspace, llm: FakeLLM) -> PtyScreen:
@@ -33,6 +34,8 @@ def test_the_prompt_comes_before_the_model_server_answers(workspace: Workspace):
         before = screen.screen_text()[:at]
         assert "Thread 't': new conversation." in before
         assert f"Root: {workspace.root}" in before and "Approval: ask" in before
+        unwrapped = before.replace("\n", "")  # the terminal wraps the long line
+        assert f"Threads: {shown(workspace.location)}" in unwrapped  # which store, said first
         assert "model fake-model" not in before  # the server has not said yet
         screen.type("hello")
         screen.type(ENTER)

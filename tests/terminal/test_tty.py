@@ -300,7 +300,7 @@ def test_piped_slash_commands(workspace: Workspace):
     assert result.returncode == 0, result.stderr
     lines = result.stdout.splitlines()
     assert lines[1].startswith("model fake-model, context unknown (the server does not say;")
-    assert lines[2] == f"Root: {workspace.root.resolve()} · Approval: ask"
+    assert lines[2] == f"Root: {workspace.root.resolve()} · Approval: ask · Threads: {workspace.db}"
     assert "you> /help\nCommands (anything else is sent to the model):\n" in result.stdout
     assert "  /revoke N" in result.stdout and "remove grant N" in result.stdout
     assert "  /undo [--call ID | --turn N] [--force]" in result.stdout
