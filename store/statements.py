@@ -43,7 +43,7 @@ def recorded_settings(thread: str, location: str, text: str | None) -> dict[str,
     if not isinstance(value, dict):
         raise StoreError(
             f"thread {thread!r} in {location}: its recorded settings are not readable "
-            f"({text[:60]!r}); open another thread (--thread NAME) or restore the file"
+            f"({text[:60]!r}); open another thread (--thread NAME) or restore it from a backup"
         )
     return value
 

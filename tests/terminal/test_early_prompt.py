@@ -7,7 +7,9 @@ kernel) but answers nothing until `start()`."""
 from __future__ import annotations
 
 import sqlite3
+from contextlib import closing
 
+import psycopg
 import pytest
 from release_files import RELEASE_0_1_0, restore
 from thread_folders import LIST, elsewhere, with_root, without_root
@@ -267,34 +269,42 @@ def test_a_thread_with_grants_says_them_before_the_prompt(workspace: Workspace):
     assert "Grants in this thread" in before and "1. write_file inside docs/" in before
 
 
+def on_store(workspace: Workspace, statement: str, params: tuple[str, ...] = ()) -> list[tuple]:
+    """One statement on the workspace's store, behind fsagent's back (a hand edit)."""
+    if workspace.database_url is None:
+        with closing(sqlite3.connect(workspace.db)) as conn, conn:
+            return conn.execute(statement, params).fetchall()
+    with psycopg.connect(workspace.database_url, autocommit=True) as pg:
+        found = pg.execute(statement.replace("?", "%s"), params)
+        return found.fetchall() if found.description else []
+
+
+@pytest.mark.parametrize("store_kind", ["sqlite", "postgres"])
 @pytest.mark.parametrize("settings", ["[1]", "{not json"])
 def test_settings_that_are_not_readable_are_one_line_and_the_thread_is_kept(
     workspace: Workspace, settings: str
 ):
-    # A hand-edited or hostile file: said once, at a terminal (the early look) and in a pipe
-    # (the usual start) alike, with nothing changed; the session's other threads still open.
+    # A hand-edited or hostile store: said once, at a terminal (the early look) and in a pipe
+    # (the usual start) alike, with nothing changed; the store's other threads still open.
     with FakeLLM([text("Hi."), text("Hello.")], auto_route="general") as llm:
         assert workspace.run(llm.base_url, "hello\n").returncode == 0
-        with sqlite3.connect(workspace.db) as conn:
-            conn.execute("UPDATE fsagent_threads SET settings = ? WHERE name = 't'", (settings,))
-        conn.close()
+        on_store(workspace, "UPDATE fsagent_threads SET settings = ? WHERE name = 't'", (settings,))
         screen = at_a_terminal(workspace, llm)
         code = screen.close()
         piped = workspace.run(llm.base_url, "hello again\n")
         other = workspace.run(llm.base_url, "hello\n", thread="other")
-        shown = workspace.invoke(llm.base_url, "", "threads", "show", "t", thread=None)
+        history = workspace.invoke(llm.base_url, "", "threads", "show", "t", thread=None)
 
     line = (
-        f"fsagent: thread 't' in {workspace.db}: its recorded settings are not readable "
-        f"({settings!r}); open another thread (--thread NAME) or restore the file"
+        f"fsagent: thread 't' in {shown(workspace.location)}: its recorded settings are not "
+        f"readable ({settings!r}); open another thread (--thread NAME) or restore it from a "
+        "backup"
     )
     assert code == 2 and " ".join(screen.screen_text().split()) == line
-    assert piped.returncode == 2 and piped.stderr.strip() == line
+    assert piped.returncode == 2 and " ".join(piped.stderr.split()) == line
     assert other.returncode == 0, other.stderr
     assert "agent> Hello." in other.stdout
-    with sqlite3.connect(workspace.db) as conn:
-        [(kept,)] = conn.execute("SELECT settings FROM fsagent_threads WHERE name = 't'")
-    conn.close()
-    assert kept == settings
-    assert "you> hello" in shown.stdout and "agent> Hi." in shown.stdout  # its messages kept
-    assert "hello again" not in shown.stdout
+    kept = on_store(workspace, "SELECT settings FROM fsagent_threads WHERE name = 't'")
+    assert kept == [(settings,)]
+    assert "you> hello" in history.stdout and "agent> Hi." in history.stdout  # messages kept
+    assert "hello again" not in history.stdout
