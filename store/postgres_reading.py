@@ -36,7 +36,7 @@ from store.checkpoint_format import Unreadable, loads
 from store.location import shown
 from store.migrations import MIGRATIONS_TABLE, newer_than_us
 from store.postgres_connection import EXISTING_TABLES, connect
-from store.reading import NS, STORE_TABLES, History, StoredThread, sort_key
+from store.reading import KNOWN_TABLES, NS, History, StoredThread, sort_key
 
 CHECKPOINT_FORMAT = 4  # langgraph's `v` since pending sends moved into the checkpoint
 PAGE = 256  # ancestors read per query while looking for a seed; a snapshot is rarely further
@@ -86,9 +86,9 @@ class PostgresReader:
         self.conn = conn
 
     def made(self) -> bool:
-        """Whether this database holds a store yet (see SqliteReader's)."""
+        """Whether this database holds a store yet (other tables may share it)."""
         tables = {str(row[0]) for row in self.conn.execute(EXISTING_TABLES)}
-        return bool(tables & STORE_TABLES)
+        return bool(tables & KNOWN_TABLES)
 
     def newer_than_us(self) -> bool:
         """Whether a later fsagent migrated this database (see SqliteReader's)."""

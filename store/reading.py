@@ -73,9 +73,20 @@ class Reader(Protocol):
     def thread(self, name: str, delta_channels: Sequence[str]) -> StoredThread | None: ...
 
 
-# A store is made once either is there (an fsagent before migrations made only LangGraph's).
-STORE_TABLES = frozenset({MIGRATIONS_TABLE, "checkpoints"})
-TABLES = "SELECT name FROM sqlite_master WHERE type = 'table'"
+# Tables a store of ours may hold: LangGraph's checkpointer's and our own (a release before
+# migrations made all but the migrations table).
+KNOWN_TABLES = frozenset(
+    {
+        "checkpoints",
+        "writes",
+        "fsagent_threads",
+        "fsagent_ledger",
+        "fsagent_undo",
+        "fsagent_undo_runs",
+        MIGRATIONS_TABLE,
+    }
+)
+SQLITE_TABLES = "SELECT name FROM sqlite_master WHERE type = 'table'"
 
 
 def sort_key(row: Sequence[Any]) -> tuple[str, str, int]:
@@ -89,9 +100,9 @@ class SqliteReader:
         self.conn = conn
 
     def made(self) -> bool:
-        """Whether this file holds a store yet: our tables, or LangGraph's of an older one."""
-        tables = {str(row[0]) for row in self.conn.execute(TABLES)}
-        return bool(tables & STORE_TABLES)
+        """Whether this file holds anything yet. A database of something else is made too: it
+        reads as `Unreadable`, and the store refuses it (store.sqlite.check_tables_are_ours)."""
+        return self.conn.execute(SQLITE_TABLES).fetchone() is not None
 
     def newer_than_us(self) -> bool:
         """Whether a later fsagent migrated this file: its tables may mean what this one does

@@ -30,20 +30,9 @@ from store import statements as sql
 from store.base import AuditRow, LedgerEntry, LedgerRow, ThreadRecord, UndoRecord, UndoRun
 from store.errors import StoreError, ThreadBusy, failure_of, read_only_message
 from store.migrations import MIGRATIONS_TABLE, newer_message, newer_than_us, pending
+from store.reading import KNOWN_TABLES, SQLITE_TABLES
 
 SQLITE_HEADER = b"SQLite format 3\x00"
-# Tables a file of ours may hold: LangGraph's checkpointer's and our own.
-KNOWN_TABLES = frozenset(
-    {
-        "checkpoints",
-        "writes",
-        "fsagent_threads",
-        "fsagent_ledger",
-        "fsagent_undo",
-        "fsagent_undo_runs",
-        MIGRATIONS_TABLE,
-    }
-)
 BUSY_TIMEOUT_SECONDS = 10.0
 
 
@@ -429,7 +418,7 @@ async def rollback(conn: aiosqlite.Connection) -> None:
 
 
 async def check_tables_are_ours(conn: aiosqlite.Connection, path: Path) -> None:
-    async with conn.execute("SELECT name FROM sqlite_master WHERE type = 'table'") as cursor:
+    async with conn.execute(SQLITE_TABLES) as cursor:
         tables = {row[0] for row in await cursor.fetchall()}
     if tables and not tables & KNOWN_TABLES:
         shown = ", ".join(sorted(tables)[:5])

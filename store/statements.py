@@ -28,26 +28,6 @@ REGISTER_COPY = (
     "settings = excluded.settings"
 )
 THREAD_SETTINGS = "SELECT settings FROM fsagent_threads WHERE name = ?"
-
-
-def recorded_settings(thread: str, location: str, text: str | None) -> dict[str, Any] | None:
-    """A THREAD_SETTINGS value read; None for a thread started before fsagent kept it. One
-    that is not a JSON mapping (a file edited by hand) is the store's one line, not a crash
-    wherever the settings are first used."""
-    if not text:
-        return None
-    try:
-        value = json.loads(text)
-    except ValueError:
-        value = None
-    if not isinstance(value, dict):
-        raise StoreError(
-            f"thread {thread!r} in {location}: its recorded settings are not readable "
-            f"({text[:60]!r}); open another thread (--thread NAME) or restore it from a backup"
-        )
-    return value
-
-
 # Recorded once, by the first session of the thread: what it was started with stays.
 SETTINGS_RECORD = "UPDATE fsagent_threads SET settings = ? WHERE name = ? AND settings IS NULL"
 
@@ -114,6 +94,24 @@ UNDO_RUNS = (
 def psycopg(statement: str) -> str:
     """A statement with psycopg's placeholders (our statements hold no `%` of their own)."""
     return statement.replace("?", "%s")
+
+
+def recorded_settings(thread: str, location: str, text: str | None) -> dict[str, Any] | None:
+    """A THREAD_SETTINGS value read; None for a thread started before fsagent kept it. One
+    that is not a JSON mapping (a file edited by hand) is the store's one line, not a crash
+    wherever the settings are first used."""
+    if not text:
+        return None
+    try:
+        value = json.loads(text)
+    except ValueError:
+        value = None
+    if not isinstance(value, dict):
+        raise StoreError(
+            f"thread {thread!r} in {location}: its recorded settings are not readable "
+            f"({text[:60]!r}); open another thread (--thread NAME) or restore it from a backup"
+        )
+    return value
 
 
 def audit_values(row: AuditRow) -> tuple[Any, ...]:

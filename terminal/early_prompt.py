@@ -18,7 +18,6 @@ from __future__ import annotations
 
 import asyncio
 import os
-import sqlite3
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -62,7 +61,7 @@ def early_thread(
                 return None
             stored = reader.thread(thread, [MESSAGES])
             recorded = reader.thread_settings(thread)
-    except (Unreadable, sqlite3.DatabaseError, OSError):
+    except (Unreadable, OSError):
         return None  # a file or database not ours yet, or not readable so: the usual start
     view = stored_view(stored) if stored is not None else None
     if view is not None and (view.status != IDLE or view.problem):

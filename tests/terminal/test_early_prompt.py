@@ -269,6 +269,27 @@ def test_a_thread_with_grants_says_them_before_the_prompt(workspace: Workspace):
     assert "Grants in this thread" in before and "1. write_file inside docs/" in before
 
 
+def test_a_sqlite_file_of_something_else_is_refused_before_any_prompt(workspace: Workspace):
+    # Not a store yet, but not empty either: the start refuses it, so no prompt is offered
+    # for a line that could never be sent.
+    with closing(sqlite3.connect(workspace.db)) as conn, conn:
+        conn.execute("CREATE TABLE notes (body TEXT)")
+    before = workspace.db.read_bytes()
+    with FakeLLM([], auto_route="general") as llm:
+        screen = at_a_terminal(workspace, llm)
+        code = screen.close()
+
+    shown_text = screen.screen_text()
+    assert code == 2, shown_text
+    assert "you>" not in shown_text and "new conversation" not in shown_text
+    said = (
+        f"fsagent: {workspace.db} is a SQLite database of something else (tables: notes), not "
+        "an fsagent threads file; it was left untouched. Pass another --db"
+    )
+    assert "".join(shown_text.split()) == "".join(said.split())  # the terminal wraps anywhere
+    assert workspace.db.read_bytes() == before
+
+
 def on_store(workspace: Workspace, statement: str, params: tuple[str, ...] = ()) -> list[tuple]:
     """One statement on the workspace's store, behind fsagent's back (a hand edit)."""
     if workspace.database_url is None:
