@@ -2,7 +2,8 @@
 serve` and the stand-in LLM (issue 41): control and bidi characters are written out as the
 terminal writes them (core/text.py's `visible` is the reference), everywhere the page draws
 a file's lines, the model's words, a request or a name; changed words are marked on the
-right letters after emoji (the server counts code points, a JS string UTF-16 units)."""
+right letters after emoji (the server counts code points, a JS string UTF-16 units); and long
+tokens wrap instead of making the page scroll sideways, while a diff keeps its own scroll."""
 
 from __future__ import annotations
 
@@ -171,4 +172,43 @@ def test_changed_words_are_marked_on_the_changed_letters_after_emoji(
             await page.close()
 
     with paused(workspace, f"{KEY} rename it", "Renaming.", calls) as url:
+        browser.call(review(url))
+
+
+def test_long_tokens_wrap_and_the_page_never_scrolls_sideways(
+    workspace: Workspace, browser: BrowserThread
+):
+    """A 4,000-character token in the request, a 5,000-character one in the model's words, a
+    200-character file name and a 3,000-character line in the file: in a 1,280 px window
+    neither the inbox nor the chat view scrolls sideways; the diff scrolls within itself."""
+    name = "n" * 196 + ".txt"
+    content = "short line\n" + "x" * 3000 + "\n"
+    calls = [tool_call("write_file", {"path": name, "content": content}, id="c_long")]
+    request = f"{KEY} keep this " + "r" * 4000
+    words = "Here it is: " + "w" * 5000
+
+    async def page_width(page: Any) -> tuple[int, int]:
+        return tuple(
+            await page.evaluate("[document.scrollingElement.scrollWidth, window.innerWidth]")
+        )
+
+    async def review(url: str) -> None:
+        page = await open_inbox(browser, url)
+        try:
+            call = page.locator('.call[data-call="c_long"]')
+            await call.locator("details.args-box summary").click()  # the arguments shown too
+            scrolled, window = await page_width(page)
+            assert scrolled <= window
+            diff = call.locator("pre.diff-scroll")
+            inner, box = await diff.evaluate("e => [e.scrollWidth, e.clientWidth]")
+            assert inner > box and box <= window  # the long line scrolls inside the diff
+
+            await page.goto(f"{url}/#chat/{THREAD}")
+            await page.locator("#chat-log .line.agent").wait_for()
+            scrolled, window = await page_width(page)
+            assert scrolled <= window
+        finally:
+            await page.close()
+
+    with paused(workspace, request, words, calls) as url:
         browser.call(review(url))
