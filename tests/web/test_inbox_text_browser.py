@@ -86,7 +86,7 @@ def test_bidi_and_control_characters_are_written_out_as_the_terminal_does(
     # the model can only name it as the server writes it, already escaped, drawn as it is.
     name = r"notes\xe2\x80\xaetxt.sh"
     request = f"{KEY} fix the mirror {RLO}won"
-    words = f"I'll point it at {RLO}rorrim eht."
+    words = f"I'll point it at {RLO}rorrim eht.\u2028(a line separator)"
     calls = [
         tool_call("write_file", {"path": "conf.txt", "content": new_line + "\n"}, id="c_conf"),
         tool_call("write_file", {"path": name, "content": "x\n"}, id="c_name"),
