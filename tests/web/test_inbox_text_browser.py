@@ -11,6 +11,7 @@ import json
 import unicodedata
 from collections.abc import Iterator
 from contextlib import contextmanager
+from pathlib import Path
 from typing import Any
 
 import httpx
@@ -212,3 +213,37 @@ def test_long_tokens_wrap_and_the_page_never_scrolls_sideways(
 
     with paused(workspace, request, words, calls) as url:
         browser.call(review(url))
+
+
+def test_the_page_writes_out_what_the_terminal_writes_out(browser: BrowserThread):
+    """text.js's `visible` against core/text.py's, over every code point of the Basic
+    Multilingual Plane (lone surrogates included) and a few past it: the same characters are
+    written out, the same way, for a name (nothing kept) and for a line of a file (tab kept)."""
+    script = Path(__file__).resolve().parents[2] / "web" / "static" / "text.js"
+    astral = [0x1F600, 0x1D173, 0xE0001, 0xE0020, 0xF0000, 0x10FFFF]
+    points = [*range(0x10000), *astral]
+
+    async def written_out() -> dict[str, dict[str, str]]:
+        page = await browser.browser.new_page()
+        try:
+            await page.add_script_tag(path=str(script))
+            return dict(
+                await page.evaluate(
+                    """points => Object.fromEntries(["", "\\t"].map(keep => [keep,
+                      Object.fromEntries(points
+                        .map(p => [p, visible(String.fromCodePoint(p), keep)])
+                        .filter(([p, shown]) => shown !== String.fromCodePoint(p)))]))""",
+                    points,
+                )
+            )
+        finally:
+            await page.close()
+
+    found = browser.call(written_out())
+    for keep in ("", "\t"):
+        expected = {
+            str(point): shown
+            for point in points
+            if (shown := visible(chr(point), keep)) != chr(point)
+        }
+        assert found[keep] == expected, keep
