@@ -141,6 +141,38 @@ def test_a_file_edited_between_the_preview_and_the_yes_is_not_written_over(
     assert "precondition failed" in agent.stdout
 
 
+def test_an_edit_typed_after_the_file_changed_is_drawn_again_and_asked_again(
+    workspace: Workspace,
+):
+    """Issue 41 at the terminal, piped: the person reads the call's diff against v1, the
+    file becomes v2 behind the agent's back, and `e: {json}` is refused (v2 intact, nothing
+    run), the fresh diff drawn and the call asked again; the same edit then, with nothing
+    changed since, writes the edited content."""
+    notes = workspace.root / "notes.md"
+    notes.write_text("version 1\n")
+    script = [reply(tool_calls=[write("notes.md", "the model's notes\n")]), text("Told.")]
+    edit = "e: " + json.dumps({"path": "notes.md", "content": "the person's notes\n"})
+    with FakeLLM(script, auto_route="filesystem") as llm:
+        agent = workspace.start(llm.base_url)
+        agent.send("update the notes")
+        agent.wait_for("+the model's notes", timeout=120)  # v1's diff, the answer awaited
+        notes.write_text("version 2\n")
+        agent.send(edit)
+        agent.wait_for("changed since you looked", timeout=120)
+        agent.wait_for("-version 2", timeout=120)  # the fresh diff, before it asks again
+        assert notes.read_text() == "version 2\n"
+        assert len(llm.requests_with_tools()) == 1  # nothing resumed
+        agent.send(edit)
+        agent.wait_for("Told.", timeout=120)
+        agent.send("quit")
+        assert agent.finish(timeout=120) == 0
+        [answer] = tool_messages(llm.requests_with_tools()[1])
+
+    assert notes.read_text() == "the person's notes\n"
+    assert "edited this write_file call" in answer["content"]
+    assert agent.stdout.count("write_file? [y/n/e/a/r/?]") == 2
+
+
 def test_a_deleted_file_replaced_by_a_folder_is_not_deleted(workspace: Workspace):
     old = workspace.root / "old.log"
     old.write_text("11 bytes...")
