@@ -25,8 +25,10 @@ is never taken from an HTTP body: only this process's own front-ends carry it, w
 
 from __future__ import annotations
 
+import asyncio
 import hashlib
 import json
+import os
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
@@ -34,11 +36,14 @@ from typing import Any
 from core.approval.decisions import Decision
 from core.changes.plans import CallPlan, Plan, Tools, expect_of, plan_call, plan_of
 from core.tools.tool_groups import WRITE_TOOLS
+from mcp_servers import race_hook
 
 # The form of the id below; another form gets another prefix. pv1 (one digest, issue 28) had
 # no call part: an id of that form is refused as another call's.
 PREVIEW_ID_PREFIX = "pv2-"
 CALL_PART = 32  # hex digits of the call's own digest at the head of an id
+EDIT_PAUSE_ENV = "FSAGENT_TEST_EDIT_PAUSE"  # tests only: _paused_between_reads
+_edit_hook: race_hook.Hook | None = None
 NO_PLAN = (
     "⚠ no plan: the server could not say what this call would touch, so what is shown here "
     "is not checked again before the call runs"
@@ -179,17 +184,32 @@ async def bound_edit(
             "preview_id: the edit's own preview, or the call's), so nothing binds it to what "
             "is there; nothing was run"
         )
-    made = await plan_call(edited, tools)
     if is_of(given, thread, edited):
+        made = await plan_call(edited, tools)
         if preview_id(thread, edited, expect_of(made.paths)) != given:
             raise Stale(stale_line(edited))
         return made
-    if is_of(given, thread, call):
-        seen = await plan_call(call, tools)
-        if preview_id(thread, call, expect_of(seen.paths)) != given or moved(seen, made):
-            raise Stale(stale_line(call))
-        return made
-    raise Foreign(foreign_line(call, edit=True))
+    if not is_of(given, thread, call):
+        raise Foreign(foreign_line(call, edit=True))
+    seen = await plan_call(call, tools)
+    if preview_id(thread, call, expect_of(seen.paths)) != given:
+        raise Stale(stale_line(call))
+    await _paused_between_reads()
+    made = await plan_call(edited, tools)
+    if moved(seen, made):  # what the preview showed changed after it was read again
+        raise Stale(stale_line(call))
+    return made
+
+
+async def _paused_between_reads() -> None:
+    """Tests only: FSAGENT_TEST_EDIT_PAUSE names a folder with the two FIFOs of
+    mcp_servers/race_hook.py; between an edit's two reads the binding writes `paused edit
+    bound` and waits for `go`, so a test can change a file exactly there. Unset, nothing."""
+    global _edit_hook
+    folder = os.environ.get(EDIT_PAUSE_ENV)
+    if folder:
+        _edit_hook = _edit_hook or race_hook.Hook(folder)
+        await asyncio.to_thread(_edit_hook.pause, "edit", "bound")
 
 
 def moved(seen: CallPlan, made: CallPlan) -> bool:
