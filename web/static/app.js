@@ -260,6 +260,8 @@ function editPreview(thread, call, editor) {
       return;
     }
     const page = await response.json();
+    // An edit is bound like a yes: to this preview of exactly these arguments (issue 41).
+    call.edit_preview = { args: JSON.stringify(args), preview_id: page.preview_id };
     shown.replaceChildren(
       el("div", { class: "label", text: "What the edited call would change" }),
       el("pre", { class: "diff" }, ...page.lines.map(diffLine)),
@@ -329,7 +331,9 @@ function decisionsOf(form, calls) {
       } catch (error) {
         throw new Error(`the edited arguments of ${call.id} are not JSON: ${error.message}`);
       }
-      decisions[call.id] = { type: "edit", args };
+      // Bound to the edit's own preview of these very arguments; none yet is the server's 428.
+      const previewed = call.edit_preview?.args === JSON.stringify(args);
+      decisions[call.id] = { type: "edit", args, ...(previewed ? { preview_id: call.edit_preview.preview_id } : {}) };
     }
   }
   return { decisions };
@@ -399,10 +403,22 @@ function dismissButton(target) {
   return button;
 }
 
+// What the server's 412/428 line says happened (core/changes/binding.py words it).
+function changedHeadline(said) {
+  if (said.includes("belongs to another call")) {
+    return "⚠ The decision was sent with another call's preview; nothing changed here. " +
+      "Look at this call's preview below and decide again. Nothing was run.";
+  }
+  if (said.includes("changed since you looked")) {
+    return "⚠ This changed since you looked: look again at the preview below and decide again. " +
+      "Nothing was run.";
+  }
+  return "⚠ This was not previewed: look at the preview below and decide again. Nothing was run.";
+}
+
 function changedNotice(said) {
   const notice = el("div", { class: "changed error", role: "alert" },
-    el("p", { text: "⚠ This changed since you looked, or was not previewed: look again at the " +
-      "preview below and decide again. Nothing was run." }),
+    el("p", { text: changedHeadline(said) }),
     el("p", { class: "status", text: `The server said: ${said}` }));
   notice.append(dismissButton(notice));
   return notice;
