@@ -22,6 +22,7 @@ from typing import Any, Literal, TextIO
 
 from core.text import json_visible, visible
 from terminal.interrupts import CtrlC, Interrupted
+from terminal.typeahead import before_question
 
 # What a session's screen can be: "tty" line editing, status line and Markdown; "color" plain
 # text with a coloured diff (piped input shown on a terminal); "plain" no escape code at all.
@@ -178,13 +179,31 @@ class Terminal:
     # -- lines in --------------------------------------------------------------------------------
 
     async def prompt(self, text: str) -> str | None:
-        """The person's next request; None at end of input. Interrupted on Ctrl-C."""
-        return await self.ask(text)
+        """The person's next request; None at end of input. Interrupted on Ctrl-C. What was
+        typed ahead stays: a request is not a decision."""
+        return await self.read_line(text)
 
     async def ask(self, question: str) -> str | None:
+        """The answer to a question that decides something (an approval, an undo, the
+        model's question): only keys typed once it is asked count (terminal.typeahead)."""
+        return await self.read_line(question, fresh=True)
+
+    async def follow_up(self, question: str) -> str | None:
+        """A line that completes an answer just given (a reason after `n`, a respond's
+        text): what was typed on after that answer is kept, since it decides nothing."""
+        return await self.read_line(question)
+
+    def drop_typed_ahead(self) -> None:
+        """Before a deciding question at a terminal: the keys typed before it dropped, and
+        said (a pipe's lines are its answers, in order: nothing is dropped)."""
+        before_question(self.stdin, self.say)
+
+    async def read_line(self, question: str, fresh: bool = False) -> str | None:
         """One line from the person; None at end of input; Interrupted on Ctrl-C. A pipe's
         line is echoed so a transcript shows both what was asked and what was answered."""
         self.end_stream()
+        if fresh:
+            self.drop_typed_ahead()
         try:
             with self.ctrl_c.blocking_read():
                 return self._read_line(visible(question))
