@@ -18,7 +18,7 @@ from prompt_toolkit.formatted_text import ANSI
 from rich.console import Console
 
 from core.text import visible
-from terminal.console import Terminal
+from terminal.console import Terminal, colour_wanted
 from terminal.interrupts import Interrupted
 from terminal.line_editor import LineEditor, history_path, open_history
 from terminal.live import LiveArea
@@ -31,7 +31,7 @@ class TtyTerminal(Terminal):
 
     def __post_init__(self) -> None:
         self.piped = False
-        self.color = True
+        self.color = colour_wanted()  # the diff's colours; NO_COLOR leaves the rest
         history, self.history_problem = open_history(history_path())
         self.editor = LineEditor(self.commands, history)
         self.console = Console(file=self.out, highlight=False, emoji=False, markup=False)
