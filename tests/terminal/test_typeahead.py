@@ -173,3 +173,31 @@ def test_keys_are_counted_as_a_person_typed_them(sent: str, keys: int):
     from terminal.typeahead import counted_keys
 
     assert counted_keys(sent) == keys
+
+
+def test_a_request_and_a_yes_typed_at_the_early_prompt_write_nothing(workspace: Workspace):
+    (workspace.root / "hello.txt").write_text("hi\n")
+    script = [reply(tool_calls=[tool_call("write_file", WRITE)]), text("Written.")]
+    llm = FakeLLM(script, auto_route="filesystem")
+    llm.bind()  # the early prompt is up; the start waits for the model server
+    try:
+        screen = at_a_terminal(workspace, llm)
+        at = screen.wait_for("you>")
+        screen.type(f"say hello{ENTER}y{ENTER}")  # the request stays, the yes must not
+        screen.wait_for("starting: the model server and the tools", at)
+        llm.start()
+        at = screen.wait_for(IGNORED_2, at)
+        at = screen.wait_for("write_file? [y/n/e/a/r/?]", at)
+        assert (workspace.root / "hello.txt").read_text() == "hi\n"
+        screen.enter("y")
+        at = screen.wait_for("agent> Written.", at)
+        screen.wait_for("you>", at)
+        screen.enter("/quit")
+        code = screen.close()
+    finally:
+        llm.stop()
+
+    assert code == 0, screen.screen_text()
+    assert (workspace.root / "hello.txt").read_text() == "hello\n"
+    said = [m["content"] for m in llm.requests_with_tools()[-1]["messages"] if m["role"] == "user"]
+    assert said == ["say hello"]  # typed ahead at you>, and sent
