@@ -128,6 +128,7 @@ def reply(
     error: str | None = None,
     reasoning: str = "",
     loop: str = "",
+    hold: bool = False,
 ) -> Reply:
     """One scripted answer. The dict is JSON-able, which is also the --script file format.
 
@@ -136,6 +137,8 @@ def reply(
     status/error: answer with this HTTP status and an OpenAI-style error body instead.
     reasoning: sent as reasoning_content before the content.
     loop: appended to the content over and over until max_tokens (or the context) cuts it.
+    hold: stream the first piece of the content, then wait for `FakeLLM.release()` (a test
+        acts while the answer is on the screen but not done, without a sleep).
     """
     return {
         "content": content,
@@ -146,6 +149,7 @@ def reply(
         "error": error,
         "reasoning": reasoning,
         "loop": loop,
+        "hold": hold,
     }
 
 
@@ -171,6 +175,7 @@ def _normalise(step: Reply) -> Reply:
         "error": step.get("error"),
         "reasoning": step.get("reasoning") or "",
         "loop": step.get("loop") or "",
+        "hold": bool(step.get("hold")),
     }
 
 
@@ -824,6 +829,7 @@ class _Handler(BaseHTTPRequestHandler):
     def _stream(self, request: dict[str, Any], answer: _Answer) -> None:
         step = answer.generation.step
         self._send_head(200, "text/event-stream", None)
+        holding = bool(step.get("hold"))
         for sent, chunk in enumerate(_chunks(request, answer)):
             if sent == step["drop_after"]:
                 self._drop()
@@ -831,6 +837,9 @@ class _Handler(BaseHTTPRequestHandler):
             if sent and step["delay"]:
                 time.sleep(step["delay"])
             self._write_chunk(f"data: {json.dumps(chunk)}\n\n".encode())
+            if holding and any(c["delta"].get("content") for c in chunk.get("choices", [])):
+                holding = False
+                self.server.fake.released.wait(timeout=60)
         if step["drop_after"] is not None:
             self._drop()  # asked to drop after more chunks than there were: drop before [DONE]
             return
@@ -924,6 +933,7 @@ class FakeLLM:
         self._slots: list[list[str]] = [[] for _ in range(max(1, slots))]
         self._cache_stats: list[CacheStat] = []
         self._lock = threading.Lock()
+        self.released = threading.Event()  # a `hold` reply goes on (release())
         self._server: _Server | None = None
         self._thread: threading.Thread | None = None
 
@@ -958,6 +968,10 @@ class FakeLLM:
 
     def __enter__(self) -> Self:
         return self.start()
+
+    def release(self) -> None:
+        """Let a reply scripted with `hold` stream the rest of its answer."""
+        self.released.set()
 
     def __exit__(self, *exc: object) -> None:
         self.stop()
