@@ -1,0 +1,254 @@
+"""Nothing set aside is ever lost (issue 40): the journal of intent (mcp_servers/journal.py).
+
+The crash test kills the real server (SIGKILL) at every step its journal announces, through
+the test-only step hook (FSAGENT_TEST_STEP_PAUSE, mcp_servers/race_hook.py): after each record
+is durable and before the rename it announces, after a checked delete is committed, and after
+each temp name is gone and before its record is closed. A first run of each act counts its
+steps; then one run per step kills the server there and a new server starts on the same
+root. After each: the tree is exactly as before the act or exactly as after it (every entry
+old or new under its own name, nothing under a temp name), and the journal is empty.
+
+Two real servers on one root: a second server's start never touches what a live one has set
+aside, and the live one's act completes.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import threading
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import pytest
+from mcp_session import PORTABLE_ENV, FilesystemServer, RawServer, tool_text
+from race_pause import Pauses, paused_server
+
+from mcp_servers.race_hook import PAUSE_ENV, STEP_PAUSE_ENV
+
+
+def journal_files(data: Path, root: Path) -> list[Path]:
+    """The journal files of `root` (one folder per root, by its device and inode)."""
+    found = root.stat()
+    return sorted((data / "fsagent" / "journal" / f"{found.st_dev}-{found.st_ino}").iterdir())
+
+
+def snapshot(folder: Path) -> dict[str, Any]:
+    """Every entry below `folder`, hidden ones included: a file's bytes, a folder's presence."""
+    seen: dict[str, Any] = {}
+    for current, dirs, files in os.walk(folder):
+        for name in dirs + files:
+            path = Path(current, name)
+            seen[str(path.relative_to(folder))] = "folder" if path.is_dir() else path.read_bytes()
+    return seen
+
+
+@dataclass
+class Act:
+    """One write tool call on a fresh tree: `build` makes the tree, `tool`/`args` the call."""
+
+    name: str
+    tool: str
+    args: dict[str, Any]
+    build: Callable[[Path], None]
+    env: dict[str, str] = field(default_factory=dict)
+
+
+def files(**contents: str) -> Callable[[Path], None]:
+    def build(root: Path) -> None:
+        for name, text in contents.items():
+            path = root / name.replace("__", "/")
+            path.parent.mkdir(parents=True, exist_ok=True)
+            path.write_text(text)
+
+    return build
+
+
+TREE = files(**{"a.txt": "A\n", "b.txt": "B\n", "d__one.txt": "1\n", "d__sub__two.txt": "2\n"})
+PORTABLE = {PORTABLE_ENV: "1"}
+ACTS = [
+    Act("move file", "move", {"source": "a.txt", "destination": "c.txt"}, TREE),
+    Act(
+        "move over a file",
+        "move",
+        {"source": "a.txt", "destination": "b.txt", "overwrite": True},
+        TREE,
+    ),
+    Act("move folder", "move", {"source": "d", "destination": "e"}, TREE),
+    Act("delete file", "delete", {"path": "a.txt"}, TREE),
+    Act("delete folder", "delete", {"path": "d", "recursive": True}, TREE),
+    Act(
+        "copy over a file",
+        "copy",
+        {"source": "a.txt", "destination": "b.txt", "overwrite": True},
+        TREE,
+    ),
+    Act("copy folder", "copy", {"source": "d", "destination": "e"}, TREE),
+    Act("write over a file", "write_file", {"path": "a.txt", "content": "NEW\n"}, TREE),
+    Act("write a new file", "write_file", {"path": "new/n.txt", "content": "NEW\n"}, TREE),
+    Act(
+        "patch a file",
+        "patch_file",
+        {"path": "a.txt", "edits": [{"old_text": "A", "new_text": "Z"}]},
+        TREE,
+    ),
+]
+ACTS += [
+    Act(f"{act.name}, portable", act.tool, act.args, act.build, PORTABLE)
+    for act in ACTS
+    if act.name in {"move over a file", "copy over a file", "write over a file", "delete file"}
+]
+
+
+def with_expect(raw: RawServer, act: Act) -> dict[str, Any]:
+    """The call as the agent makes it: with the plan's `expect`."""
+    answer = raw.ask(
+        "tools/call", {"name": "plan", "arguments": {"tool": act.tool, "args": act.args}}
+    )
+    text, failed = tool_text(answer)
+    assert not failed, text
+    return {**act.args, "expect": json.loads(text)["paths"]}
+
+
+def run_whole(tmp_path: Path, act: Act) -> tuple[dict[str, Any], dict[str, Any], int]:
+    """(tree before, tree after, steps) of the act left to run through."""
+    root = tmp_path / "whole"
+    root.mkdir()
+    act.build(root)
+    before = snapshot(root)
+    pauses = Pauses(tmp_path / "whole-steps")
+    with RawServer([root], env={STEP_PAUSE_ENV: str(pauses.folder), **act.env}) as raw:
+        call = raw.call(act.tool, **with_expect(raw, act))
+        answerer = threading.Thread(target=pauses.answer_all, daemon=True)
+        answerer.start()
+        text, failed = tool_text(raw.answer(call))
+        os.write(pauses.paused, b"stop\n")
+        answerer.join()
+    pauses.close()
+    assert not failed, text
+    return before, snapshot(root), len(pauses.seen)
+
+
+def kill_at(tmp_path: Path, act: Act, step: int) -> Path:
+    """Run the act on a fresh tree and SIGKILL the server at its `step`-th step."""
+    root = tmp_path / f"root{step}"
+    root.mkdir()
+    act.build(root)
+    pauses = Pauses(tmp_path / f"steps{step}")
+    with RawServer([root], env={STEP_PAUSE_ENV: str(pauses.folder), **act.env}) as raw:
+        raw.call(act.tool, **with_expect(raw, act))
+        for _ in range(step - 1):
+            pauses.next_line()
+            pauses.go()
+        pauses.next_line()
+        raw.process.kill()
+        raw.process.wait()
+    pauses.close()
+    return root
+
+
+def assert_recovered(root: Path, data: Path, states: list[dict[str, Any]], where: str) -> None:
+    """A new server on the root: the tree is one of `states`, the journal empty."""
+    with FilesystemServer([root]) as server:
+        server.ok("list_allowed_roots")
+        # The killed server's journal is gone; the only one left is the new server's, empty.
+        left = journal_files(data, root)
+        assert [path.stat().st_size for path in left] == [0], (where, left)
+    now = snapshot(root)
+    assert now in states, (where, now)
+
+
+@pytest.mark.parametrize("act", ACTS, ids=lambda act: act.name)
+def test_a_server_killed_at_any_step_of_an_act_loses_and_hides_nothing(
+    tmp_path: Path, act: Act, own_xdg_folders: Path
+) -> None:
+    before, after, steps = run_whole(tmp_path, act)
+    assert steps >= 2  # at least a record and its clearing
+    for step in range(1, steps + 1):
+        root = kill_at(tmp_path, act, step)
+        assert_recovered(
+            root, own_xdg_folders / "data", [before, after], f"{act.name}, step {step}"
+        )
+
+
+@pytest.mark.parametrize("tool", ["move", "delete"])
+def test_a_refused_act_killed_before_its_put_back_puts_the_entry_back(
+    tmp_path: Path, tool: str, own_xdg_folders: Path
+) -> None:
+    """The entry under the name was swapped after the check: the act captures it, refuses,
+    and is killed right before it puts it back; the next start puts it back."""
+    root = tmp_path / "root"
+    root.mkdir()
+    TREE(root)
+    (root / "other.txt").write_text("another file\n")
+    args = {"source": "a.txt", "destination": "c.txt"} if tool == "move" else {"path": "a.txt"}
+    argument = "source" if tool == "move" else "path"
+    pauses = Pauses(tmp_path / "pause")
+    with RawServer([root], env={PAUSE_ENV: str(pauses.folder)}) as raw:
+        plan = raw.ask("tools/call", {"name": "plan", "arguments": {"tool": tool, "args": args}})
+        raw.call(tool, **args, expect=json.loads(tool_text(plan)[0])["paths"])
+        while pauses.next_line() != f"paused {tool} {argument}":
+            pauses.go()
+        os.rename(root / "a.txt", root / "a.txt.was")
+        os.rename(root / "other.txt", root / "a.txt")
+        swapped = snapshot(root)
+        pauses.go()
+        assert pauses.next_line() == f"paused {tool} {argument} put-back"
+        raw.process.kill()
+        raw.process.wait()
+    pauses.close()
+    assert_recovered(root, own_xdg_folders / "data", [swapped], f"{tool} put-back")
+    assert (root / "a.txt").read_text() == "another file\n"
+
+
+def test_an_entry_whose_name_was_taken_is_kept_under_a_visible_name_and_said(
+    tmp_path: Path, own_xdg_folders: Path
+) -> None:
+    root = tmp_path / "root"
+    root.mkdir()
+    TREE(root)
+    act = ACTS[0]  # move a.txt -> c.txt, killed between the set-aside and the rename
+    pauses = Pauses(tmp_path / "pause")
+    with RawServer([root], env={PAUSE_ENV: str(pauses.folder)}) as raw:
+        raw.call(act.tool, **with_expect(raw, act))
+        while pauses.next_line() != "paused move destination":  # set aside, not yet moved
+            pauses.go()
+        raw.process.kill()
+        raw.process.wait()
+    pauses.close()
+    assert not (root / "a.txt").exists()
+    (root / "a.txt").write_text("made meanwhile\n")
+    with RawServer([root], env={}) as raw:
+        said = raw.initialized["capabilities"]["experimental"]["fsagent/recovery"]["kept"]
+    (kept,) = [path for path in root.iterdir() if ".fsagent-recovered-" in path.name]
+    assert kept.name.startswith("a.txt.fsagent-recovered-") and kept.read_text() == "A\n"
+    assert (root / "a.txt").read_text() == "made meanwhile\n"
+    assert len(said) == 1 and said[0].endswith(f"is kept as {kept}"), said
+    assert not [path for path in root.iterdir() if path.name.startswith(".fsagent-")]
+
+
+def test_a_second_server_never_touches_what_a_live_one_set_aside(
+    tmp_path: Path, own_xdg_folders: Path
+) -> None:
+    """Server A is held between its set-aside of a.txt and its rename to c.txt; server B
+    starts on the same root (its recovery runs); A's entry is untouched, and A's move ends."""
+    root = tmp_path / "root"
+    root.mkdir()
+    TREE(root)
+    with paused_server(tmp_path, root) as (first, pauses):
+        expect = json.loads(
+            first.ok("plan", tool="move", args={"source": "a.txt", "destination": "c.txt"})
+        )["paths"]
+        call = pauses.start(first, "move", source="a.txt", destination="c.txt", expect=expect)
+        pauses.reached("move", "destination")  # a.txt is set aside now
+        (aside,) = [path for path in root.iterdir() if path.name.startswith(".fsagent-")]
+        with FilesystemServer([root]) as second:
+            second.ok("list_allowed_roots")
+            assert aside.read_text() == "A\n"
+            assert len(journal_files(own_xdg_folders / "data", root)) == 2  # one each
+        result = pauses.finish(call)
+    assert not result.is_error, result.text
+    assert (root / "c.txt").read_text() == "A\n" and not (root / "a.txt").exists()
+    assert not [path for path in root.iterdir() if path.name.startswith(".fsagent-")]
