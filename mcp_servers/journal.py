@@ -240,11 +240,21 @@ def recover_file(path: Path, root: Path, root_fd: int, found: Recovery) -> None:
             return  # its server is alive: never touched
         if not still_named(fd, path):
             return  # another server recovered and removed it while this one waited
+        failed = 0
         for line in reversed(open_records(read_all(fd))):
             found.acts += 1
-            put_right(line, root, root_fd, found)
-        os.unlink(path)
-        sync_folder(path.parent)
+            try:
+                put_right(line, root, root_fd, found)
+            except OSError as error:  # said, and the journal kept: the next start tries again
+                failed += 1
+                shown = "/".join([*line["folder"], line["name"]])
+                found.kept.append(
+                    f"recovery: could not put right {root / shown} ({error.strerror}); what a "
+                    f"stopped server set aside for it is still {line['temp']!r} in its folder"
+                )
+        if not failed:
+            os.unlink(path)
+            sync_folder(path.parent)
     finally:
         os.close(fd)
 

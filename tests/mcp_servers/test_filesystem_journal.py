@@ -16,6 +16,8 @@ from __future__ import annotations
 
 import json
 import os
+import re
+import shutil
 import threading
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -26,6 +28,7 @@ import pytest
 from mcp_session import PORTABLE_ENV, FilesystemServer, RawServer, tool_text
 from race_pause import Pauses, paused_server
 
+from mcp_servers.dirfd import TEMP_NAME
 from mcp_servers.race_hook import PAUSE_ENV, STEP_PAUSE_ENV
 
 
@@ -252,3 +255,63 @@ def test_a_second_server_never_touches_what_a_live_one_set_aside(
     assert not result.is_error, result.text
     assert (root / "c.txt").read_text() == "A\n" and not (root / "a.txt").exists()
     assert not [path for path in root.iterdir() if path.name.startswith(".fsagent-")]
+
+
+# What the kernel saw (strace, on the real server): every step that puts something at a temp
+# name, swaps, or makes a folder comes after an fdatasync of the journal made since the step
+# before it. A SIGKILL cannot tell a record written from one made durable (the page cache
+# outlives the process); the order of the system calls can.
+TRACED = "trace=openat,mkdirat,renameat,renameat2,fdatasync,fsync"
+RENAME = re.compile(r'renameat2?\([^,]+, "[^"]*", [^,]+, "([^"]*)"(?:, (\w+))?\) = 0')
+CREATE = re.compile(r'openat\([^,]+, "(\.fsagent-[0-9a-f]{16}\.tmp)", [^)]*O_CREAT[^)]*\) = \d+')
+MADE = re.compile(r'mkdirat\([^,]+, "([^"]+)", [0-7]+\) = 0')
+JOURNAL_OPENED = re.compile(r'openat\([^,]+, "[^"]*/\.\d+-[0-9a-f]{8}\.new", [^)]*\) = (\d+)')
+
+
+def steps_out_of_order(trace: str) -> list[str]:
+    """The steps of `trace` that no fresh fdatasync of the journal came before."""
+    journal: str | None = None
+    synced = False
+    wrong: list[str] = []
+    for line in trace.splitlines():
+        call = line.split(None, 1)[1] if " " in line else line
+        if opened := JOURNAL_OPENED.match(call):
+            journal = opened.group(1)
+        elif journal is not None and call.startswith(
+            (f"fdatasync({journal})", f"fsync({journal})")
+        ):
+            synced = True
+        elif (
+            (
+                (renamed := RENAME.match(call))
+                and (TEMP_NAME.fullmatch(renamed.group(1)) or renamed.group(2) == "RENAME_EXCHANGE")
+            )
+            or CREATE.match(call)
+            or MADE.match(call)
+        ):
+            if not synced:
+                wrong.append(call)
+            synced = False
+    assert journal is not None, "the journal was never opened"
+    return wrong
+
+
+@pytest.mark.parametrize("portable", [False, True], ids=["renameat2", "portable"])
+def test_each_step_is_journalled_durably_before_it_is_taken(tmp_path: Path, portable: bool) -> None:
+    root = tmp_path / "root"
+    root.mkdir()
+    TREE(root)
+    log = tmp_path / "trace"
+    wrapper = ["strace", "-f", "-qq", "-e", TRACED, "-o", str(log)]
+    env = PORTABLE if portable else {}
+    with FilesystemServer([root], wrapper=wrapper, env=env) as server:
+        for act in ACTS[:10]:  # each act once, on the tree made afresh
+            for entry in root.iterdir():
+                shutil.rmtree(entry) if entry.is_dir() else entry.unlink()
+            TREE(root)
+            expect = json.loads(server.ok("plan", tool=act.tool, args=act.args))["paths"]
+            result = server.call(act.tool, **act.args, expect=expect)
+            assert not result.is_error, (act.name, result.text)
+    trace = log.read_text()
+    assert trace.count("fdatasync(") >= 9
+    assert steps_out_of_order(trace) == []
