@@ -141,6 +141,9 @@ def set_aside(held: Held, paused: bool = False, replaced_by: os.stat_result | No
     except FileNotFoundError:
         clear(aside)
         raise held.refused(None) from None
+    except BaseException:  # a rename that failed moved nothing: the record is done
+        clear(aside)
+        raise
     step("renamed", "aside")
     captured = now_at(held.folder, aside)
     if not same(captured, held.found):

@@ -18,6 +18,7 @@ import json
 import os
 import re
 import shutil
+import subprocess
 import threading
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -25,7 +26,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from mcp_session import PORTABLE_ENV, FilesystemServer, RawServer, tool_text
+from mcp_session import JOURNAL_ENV, PORTABLE_ENV, FilesystemServer, RawServer, tool_text
 from race_pause import Pauses, paused_server
 
 from mcp_servers.dirfd import TEMP_NAME
@@ -348,3 +349,39 @@ def test_each_step_is_journalled_durably_before_it_is_taken(tmp_path: Path, port
     trace = log.read_text()
     assert trace.count("fdatasync(") >= 9
     assert steps_out_of_order(trace) == []
+
+
+def test_a_journal_inside_a_root_is_no_write_tools_to_change(tmp_path: Path) -> None:
+    """A root that holds the data folder (a root at ~): the journals are protected."""
+    root = tmp_path / "root"
+    root.mkdir()
+    journals = root / ".local" / "journal"
+    with FilesystemServer([root], env={JOURNAL_ENV: str(journals)}) as server:
+        for tool, args in (
+            ("delete", {"path": ".local", "recursive": True}),
+            ("write_file", {"path": ".local/journal/x.journal", "content": "{}\n"}),
+            ("move", {"source": ".local/journal", "destination": "elsewhere"}),
+        ):
+            result = server.call(tool, **args)
+            assert result.is_error and "is protected" in result.text, (tool, result.text)
+    assert len(list(journals.glob("*/*.journal"))) == 1
+
+
+def test_a_set_aside_the_kernel_refuses_leaves_the_journal_empty(
+    tmp_path: Path, own_xdg_folders: Path
+) -> None:
+    """An immutable folder (chattr +i): the rename that would set the entry aside fails,
+    nothing moved, and its record is closed at once (the journal is truncated to nothing)."""
+    root = tmp_path / "root"
+    root.mkdir()
+    TREE(root)
+    subprocess.run(["chattr", "+i", str(root / "d")], check=True)
+    try:
+        with FilesystemServer([root]) as server:
+            result = server.call("delete", path="d/one.txt")
+            assert result.is_error and "Operation not permitted" in result.text, result.text
+            left = journal_files(own_xdg_folders / "data", root)
+            assert [path.stat().st_size for path in left] == [0]
+    finally:
+        subprocess.run(["chattr", "-i", str(root / "d")], check=True)
+    assert (root / "d" / "one.txt").read_text() == "1\n"
