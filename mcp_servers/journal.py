@@ -224,8 +224,28 @@ def recover_root(folder: Path, root: Path, root_fd: int, found: Recovery) -> Non
     if not folder.is_dir():
         return
     for path in sorted(folder.iterdir()):
-        if path.name.endswith(SUFFIX) or path.name.endswith(".new"):
+        if path.name.endswith(SUFFIX):
             recover_file(path, root, root_fd, found)
+        elif path.name.endswith(".new") and not alive(path.name):
+            # A server stopped between making its file and naming it: empty, never used.
+            # One that is alive may not have locked it yet, so it is left to it.
+            with suppress(FileNotFoundError):
+                path.unlink()
+
+
+def alive(name: str) -> bool:
+    """Whether the process named in `.<pid>-<hex>.new` exists (or cannot be told)."""
+    try:
+        pid = int(name[1:].split("-", 1)[0])
+    except ValueError:
+        return True
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except OSError:  # another user's process
+        return True
+    return True
 
 
 def recover_file(path: Path, root: Path, root_fd: int, found: Recovery) -> None:

@@ -385,3 +385,22 @@ def test_a_set_aside_the_kernel_refuses_leaves_the_journal_empty(
     finally:
         subprocess.run(["chattr", "-i", str(root / "d")], check=True)
     assert (root / "d" / "one.txt").read_text() == "1\n"
+
+
+def test_a_journal_file_never_named_is_removed_only_when_its_server_is_gone(
+    tmp_path: Path, own_xdg_folders: Path
+) -> None:
+    """A server makes its file under a dot-name and locks it before naming it: one whose
+    process is gone is removed at the next start; one whose process lives is its own."""
+    root = tmp_path / "root"
+    root.mkdir()
+    found = root.stat()
+    folder = own_xdg_folders / "data" / "fsagent" / "journal" / f"{found.st_dev}-{found.st_ino}"
+    folder.mkdir(parents=True)
+    gone = folder / f".{2**22 + 1}-0badc0de.new"  # above the kernel's pid_max
+    living = folder / f".{os.getpid()}-0badc0de.new"
+    gone.touch()
+    living.touch()
+    with FilesystemServer([root]) as server:
+        server.ok("list_allowed_roots")
+    assert not gone.exists() and living.exists()
