@@ -137,6 +137,23 @@ class Journal:
                 self.write({"id": number, "commit": True}, durable=True)
         step("committed", "aside")
 
+    def moved(self, temp: str, to: Place, name: str, entry: os.stat_result) -> None:
+        """A move's copy `entry` is about to take `name` in `to` (another filesystem): once
+        it is there, recovery removes the source set aside at `temp` instead of putting it
+        back (the move went through)."""
+        folder = os.fstat(to.fd)
+        where = {
+            "root": to.root,
+            "folder": list(to.parts),
+            "folder_id": [folder.st_dev, folder.st_ino],
+            "name": name,
+            "entry": identity(entry),
+        }
+        with self.lock:
+            for number in self.open.get(temp, []):
+                self.write({"id": number, "moved_to": where}, durable=True)
+        step("recorded", "moved")
+
     def clear(self, temp: str) -> None:
         """`temp` is gone (put in place, back, or removed): its records are done."""
         step("cleared", "temp")
@@ -160,6 +177,7 @@ class Place:
     journal: Journal | None
     fd: int
     parts: tuple[str, ...] = ()
+    root: str = ""  # the root's path, for a record that names another root's folder
 
 
 # Which journal recorded each temp name still open (names are random: one owner each).
@@ -177,6 +195,12 @@ def commit(temp: str) -> None:
     journal = _owners.get(temp)
     if journal is not None:
         journal.commit(temp)
+
+
+def moved(temp: str, to: Place | None, name: str, entry: os.stat_result) -> None:
+    journal = _owners.get(temp)
+    if journal is not None and to is not None:
+        journal.moved(temp, to, name, entry)
 
 
 def clear(temp: str) -> None:
@@ -217,6 +241,7 @@ class Recovery:
 
     kept: list[str] = field(default_factory=list)  # one line per entry kept under another name
     acts: int = 0  # records found open in dead servers' journals
+    roots: dict[str, int] = field(default_factory=dict)  # each root's descriptor, by path
 
 
 def recover_root(folder: Path, root: Path, root_fd: int, found: Recovery) -> None:
@@ -312,6 +337,9 @@ def open_records(data: bytes) -> list[dict[str, Any]]:
         elif line.get("commit"):
             if number in records:
                 records[number]["commit"] = True
+        elif "moved_to" in line:
+            if number in records:
+                records[number]["moved_to"] = line["moved_to"]
         elif "kind" in line:
             records[number] = line
     return [records[number] for number in sorted(records)]
@@ -349,7 +377,7 @@ def put_right(line: dict[str, Any], root: Path, root_fd: int, found: Recovery) -
             ) or now == expected:
                 remove(folder, line["temp"], at_temp)  # ours, never put in place: unapproved
         elif line["kind"] == "aside":
-            if now == line["entry"] and finished(line, folder):
+            if now == line["entry"] and finished(line, folder, found):
                 remove(folder, line["temp"], at_temp)  # the act went through: finish it
             else:  # undone: back under its name (or what a check caught there, in sight)
                 put_back(folder, line["temp"], line["name"], root / shown, found)
@@ -357,11 +385,22 @@ def put_right(line: dict[str, Any], root: Path, root_fd: int, found: Recovery) -
         os.close(folder)
 
 
-def finished(line: dict[str, Any], folder: int) -> bool:
+def finished(line: dict[str, Any], folder: int, found: Recovery) -> bool:
     """Whether the act of an entry set aside went through: committed (a checked delete, a
-    move's copy in place), or the entry meant to replace it is under its name now."""
+    move's copy in place), its copy under its new name in another filesystem, or the entry
+    meant to replace it is under its name now."""
     if line.get("commit"):
         return True
+    moved_to = line.get("moved_to")
+    if moved_to is not None:
+        root_fd = found.roots.get(moved_to["root"])
+        there = None if root_fd is None else reach(root_fd, moved_to)
+        if there is not None:
+            try:
+                copy = entry(there, moved_to["name"])
+                return copy is not None and identity(copy) == moved_to["entry"]
+            finally:
+                os.close(there)
     under_name = entry(folder, line["name"])
     replaced_by = line.get("replaced_by")
     return (
@@ -441,7 +480,7 @@ def open_journals(
 ) -> tuple[dict[Path, Journal], Recovery]:
     """Recover the journals of dead servers on each root, then open this server's own."""
     base = journal_base()
-    found = Recovery()
+    found = Recovery(roots={str(root): root_fds[root] for root in roots})
     journals: dict[Path, Journal] = {}
     for root in roots:
         folder = folder_of_root(base, root_fds[root])

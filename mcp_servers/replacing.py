@@ -46,7 +46,7 @@ class WriteBase(PlanTools):
         journal = None if root is None else self.journals.get(root)
         if root is None or journal is None:
             return None
-        return Place(journal, fd, real_folder.relative_to(root).parts)
+        return Place(journal, fd, real_folder.relative_to(root).parts, str(root))
 
     def made_for(self, real: Path) -> Made:
         """What notes the folders made on the way to `real` (journalled where its root is)."""
@@ -55,7 +55,12 @@ class WriteBase(PlanTools):
         return Made() if journal is None else JournalledMade(journal)
 
 
-def replace_entry(held: Held, fill: Callable[[int], T], finish: Callable[[int], None]) -> T:
+def replace_entry(
+    held: Held,
+    fill: Callable[[int], T],
+    finish: Callable[[int], None],
+    placing: Callable[[New], None] | None = None,
+) -> T:
     """Write a temp file in the held entry's folder with `fill`, give it its owner and mode
     with `finish`, then put it under the name in place of exactly the entry checked (or where
     nothing was): a link is replaced by a file, never followed, and nothing changes if the
@@ -65,7 +70,10 @@ def replace_entry(held: Held, fill: Callable[[int], T], finish: Callable[[int], 
         result = fill(fd)
         os.fsync(fd)
         finish(fd)
-        put_in_place(held, New(held.folder, temp, held.where, os.fstat(fd), held.place))
+        new = New(held.folder, temp, held.where, os.fstat(fd), held.place)
+        if placing is not None:  # a move across filesystems journals where its copy goes
+            placing(new)
+        put_in_place(held, new)
     except BaseException:
         remove_quietly(held.folder, temp)
         clear(temp)

@@ -35,7 +35,7 @@ from mcp_servers.dirfd import (
 )
 from mcp_servers.errors import describe
 from mcp_servers.fileio import copy_sparse, kind_of, not_regular, open_checked, open_regular
-from mcp_servers.journal import clear, commit, record
+from mcp_servers.journal import clear, commit, moved, record
 from mcp_servers.links import links_leaving
 from mcp_servers.names import quoted_given, show
 from mcp_servers.permissions import check_writable
@@ -338,6 +338,7 @@ class TreeTools(WriteBase):
             try:
                 os.symlink(text, made, dir_fd=target.folder)
                 found = entry_stat(target.folder, made)
+                moved(moving.name, target.place, target.name, found)
                 put_in_place(target, New(target.folder, made, target.where, found, target.place))
             except BaseException:
                 remove_quietly(target.folder, made)
@@ -350,6 +351,7 @@ class TreeTools(WriteBase):
                     target,
                     lambda fd: copy_sparse(reader, fd),
                     finisher(found, moving.folder, moving.name),
+                    lambda new: moved(moving.name, target.place, target.name, new.found),
                 )
             finally:
                 os.close(reader)

@@ -26,10 +26,18 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from mcp_session import JOURNAL_ENV, PORTABLE_ENV, FilesystemServer, RawServer, tool_text
+from mcp_session import (
+    JOURNAL_ENV,
+    PORTABLE_ENV,
+    FilesystemServer,
+    RawServer,
+    server_command,
+    tool_text,
+)
 from race_pause import Pauses, paused_server
 
 from mcp_servers.dirfd import TEMP_NAME
+from mcp_servers.kernel_sandbox import ABI_ENV
 from mcp_servers.race_hook import PAUSE_ENV, STEP_PAUSE_ENV
 
 
@@ -99,6 +107,17 @@ ACTS = [
         TREE,
     ),
 ]
+# Landlock ABI 1 has no REFER: the kernel refuses every rename across folders (EXDEV), as
+# across filesystems, and a move of a file copies it there, then removes the source.
+ACTS.append(
+    Act(
+        "move across filesystems",
+        "move",
+        {"source": "a.txt", "destination": "d/a.txt"},
+        TREE,
+        {ABI_ENV: "1"},
+    )
+)
 ACTS += [
     Act(f"{act.name}, portable", act.tool, act.args, act.build, PORTABLE)
     for act in ACTS
@@ -339,7 +358,7 @@ def test_each_step_is_journalled_durably_before_it_is_taken(tmp_path: Path, port
     wrapper = ["strace", "-f", "-qq", "-e", TRACED, "-o", str(log)]
     env = PORTABLE if portable else {}
     with FilesystemServer([root], wrapper=wrapper, env=env) as server:
-        for act in ACTS[:10]:  # each act once, on the tree made afresh
+        for act in ACTS[:10]:  # each act once (but the one under ABI 1), on a fresh tree
             for entry in root.iterdir():
                 shutil.rmtree(entry) if entry.is_dir() else entry.unlink()
             TREE(root)
@@ -404,3 +423,26 @@ def test_a_journal_file_never_named_is_removed_only_when_its_server_is_gone(
     with FilesystemServer([root]) as server:
         server.ok("list_allowed_roots")
     assert not gone.exists() and living.exists()
+
+
+def test_a_server_that_cannot_keep_its_journal_does_not_start_and_says_what_to_do(
+    tmp_path: Path,
+) -> None:
+    root = tmp_path / "root"
+    root.mkdir()
+    (tmp_path / "a-file").write_text("not a folder\n")
+    env = {**os.environ, JOURNAL_ENV: str(tmp_path / "a-file")}
+    refused = subprocess.run(
+        server_command([root]), env=env, input="", capture_output=True, text=True, timeout=60
+    )
+    assert refused.returncode == 2 and refused.stdout == ""
+    (line,) = refused.stderr.splitlines()
+    assert line.startswith(
+        f"mcp_servers.filesystem: not started: cannot keep the journal of intent in "
+        f"{tmp_path / 'a-file'}/"
+    )
+    assert line.endswith(f"set {JOURNAL_ENV} to a folder this user may write, or pass --read-only")
+    read_only = subprocess.run(
+        server_command([root], "--read-only"), env=env, input="", capture_output=True, timeout=60
+    )
+    assert read_only.returncode == 0, read_only.stderr  # keeps no journal, so starts
