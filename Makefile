@@ -14,7 +14,7 @@ COMPILE := $(PY) -m compileall -q agent.py agent_graph.py display.py core store 
 # downloaded here). Installed when missing; if that fails the test fails and says why.
 CHROMIUM := /usr/bin/chromium
 
-.PHONY: run test bench demo regress lint typecheck clean postgres acl conformance conformance-suite node-modules
+.PHONY: run test bench demo regress lint typecheck clean postgres acl strace conformance conformance-suite node-modules
 
 # Two stamps: `make run` installs what running needs (the package alone); `make test`,
 # `make lint` and `make bench` add the test extras (pytest, the checkers, playwright, ...).
@@ -43,6 +43,14 @@ acl:
 	  export DEBIAN_FRONTEND=noninteractive; \
 	  apt-get update -qq && apt-get install -y -qq --no-install-recommends acl >/dev/null; }
 
+# The journal's order test (tests/mcp_servers/test_filesystem_journal.py) reads the server's
+# system calls with strace: each step comes after the journal's fdatasync.
+strace:
+	@command -v strace >/dev/null || { \
+	  echo "installing Debian's strace package (the journal's order test runs it)"; \
+	  export DEBIAN_FRONTEND=noninteractive; \
+	  apt-get update -qq && apt-get install -y -qq --no-install-recommends strace >/dev/null; }
+
 # The inbox page's accessibility test injects axe-core (package.json, pinned by
 # package-lock.json) into the page: installed into node_modules when missing or out of date.
 node-modules: node_modules/.package-lock.json
@@ -65,7 +73,7 @@ $(CHROMIUM):
 # Then the MCP server's whole suite again on its portable path (mcp_servers/platform_calls.py:
 # as on macOS, without O_PATH or preadv). PYTEST_ARGS go to both passes: .ci/run passes a
 # --basetemp of another length than pytest's own (docs/development.md says why).
-test: $(TEST_STAMP) postgres acl conformance-suite node-modules $(CHROMIUM)
+test: $(TEST_STAMP) postgres acl strace conformance-suite node-modules $(CHROMIUM)
 	$(VENV)/bin/lint-imports
 	$(MYPY)
 	$(COMPILE)

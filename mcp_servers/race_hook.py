@@ -1,5 +1,5 @@
 """Test-only pauses at exactly the point between two steps, so a test can act there, with no
-sleep and no timing. Two hooks, each set by a variable naming a folder that holds two FIFOs,
+sleep and no timing. Three hooks, each set by a variable naming a folder that holds two FIFOs,
 `paused` and `go`, before the server starts; at each of its points the server writes the line
 `paused <what> <which>` to `paused` and waits for the line `go` on `go`.
 
@@ -15,7 +15,15 @@ the loop not running, as when a client leaves mid-call and the loop stops for go
 hand-off that waited for the loop would hang the server there (tests/mcp_servers/
 test_cancels.py). Its own variable, so a test of the write tools' acts never meets these.
 
-Both hooks' FIFOs are opened at start, before any root is served (so a restriction set up
+FSAGENT_TEST_STEP_PAUSE pauses at each step of the journal of intent (journal.py): after a
+record is made durable and before the rename it announces (`paused recorded <kind>`), right
+after an entry is set aside or swapped (`paused renamed aside`, `paused renamed exchange`),
+after a checked delete is committed (`paused committed aside`), and after a temp name is gone
+and before its record is closed (`paused cleared temp`): a test kills the server at each of
+them (tests/mcp_servers/test_filesystem_journal.py). Its own variable, so the other tests
+never meet these.
+
+The hooks' FIFOs are opened at start, before any root is served (so a restriction set up
 later, such as Landlock's, which forbids opening anything outside the roots, cannot stop the
 hook), and read-write, so neither open waits for the test's end of the FIFO.
 
@@ -31,6 +39,7 @@ from contextlib import AbstractContextManager, contextmanager, nullcontext
 
 PAUSE_ENV = "FSAGENT_TEST_PAUSE"
 RELEASE_PAUSE_ENV = "FSAGENT_TEST_RELEASE_PAUSE"
+STEP_PAUSE_ENV = "FSAGENT_TEST_STEP_PAUSE"
 GO = b"go\n"
 NOT_HELD: AbstractContextManager[None] = nullcontext()
 
@@ -77,23 +86,34 @@ class Hook:
 
 _hook: Hook | None = None
 _release_hook: Hook | None = None
+_step_hook: Hook | None = None
 
 
 def open_from_environment() -> None:
     """Open the FIFOs of each hook whose variable names a folder; call it first thing."""
-    global _hook, _release_hook
+    global _hook, _release_hook, _step_hook
     folder = os.environ.get(PAUSE_ENV)
     if folder:
         _hook = Hook(folder)
     folder = os.environ.get(RELEASE_PAUSE_ENV)
     if folder:
         _release_hook = Hook(folder)
+    folder = os.environ.get(STEP_PAUSE_ENV)
+    if folder:
+        _step_hook = Hook(folder)
 
 
 def pause(tool: str, argument: str) -> None:
     """Wait here for the test, when the hook is set (never in normal use)."""
     if _hook is not None:
         _hook.pause(tool, argument)
+
+
+def step(what: str, which: str) -> None:
+    """Wait here for the test, when the step hook is set (never in normal use): around each
+    rename the journal announces (journal.py), so a test can kill the server there."""
+    if _step_hook is not None:
+        _step_hook.pause(what, which)
 
 
 def held_before_release(tool: str) -> AbstractContextManager[None]:

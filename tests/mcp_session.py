@@ -31,6 +31,9 @@ REPO = Path(__file__).resolve().parent.parent
 # mcp_servers/platform_calls.py: set, the server runs as if O_PATH and preadv did not exist.
 PORTABLE_ENV = "FSAGENT_PORTABLE_CALLS"
 CALL_TIMEOUT = 60.0
+# mcp_servers/journal.py: where the server's journals live (the test's own data folder).
+JOURNAL_ENV = "FSAGENT_JOURNAL_DIR"
+PASSED = (PORTABLE_ENV, JOURNAL_ENV, "XDG_DATA_HOME")
 
 
 def server_command(roots: Sequence[Path | str], *flags: str) -> list[str]:
@@ -55,9 +58,10 @@ def server_parameters(
 def passed_environment() -> dict[str, str] | None:
     """The variables the server must see beyond the SDK's few: the MCP SDK starts a stdio
     server with only HOME, PATH and a handful more (mcp/client/stdio/__init__.py,
-    DEFAULT_INHERITED_ENV_VARS), so the switch to the portable calls is passed by name."""
-    value = os.environ.get(PORTABLE_ENV)
-    return {PORTABLE_ENV: value} if value else None
+    DEFAULT_INHERITED_ENV_VARS), so the switch to the portable calls is passed by name, and
+    so is the test's data folder, where the server keeps its journals (never the real home's)."""
+    passed = {name: os.environ[name] for name in PASSED if os.environ.get(name)}
+    return passed or None
 
 
 def children_running(*words: str) -> list[int]:
