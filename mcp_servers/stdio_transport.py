@@ -20,15 +20,19 @@ is told to stop, and the answer its handler makes later is dropped, so every req
 exactly one answer. A cancel of an answered or unknown request, a second one, or one whose
 request id cannot be read changes nothing.
 
-A client that leaves (stdin closed, stdout a broken pipe) ends the server quietly.
+A client that leaves (stdin closed, stdout a broken pipe) ends the server quietly. A client
+that closes our stdout with no answer left to write is seen too (`watch_for_hang_up`): a
+server that learnt of it only at its next answer waited on stdin for good.
 """
 
 from __future__ import annotations
 
+import asyncio
 import codecs
 import json
 import logging
 import re
+import select
 import sys
 import threading
 from collections.abc import AsyncIterator, Awaitable, Callable
@@ -217,6 +221,46 @@ async def stdin_lines(stdin: BinaryIO) -> AsyncIterator[Callable[[], Awaitable[b
         yield readline
 
 
+HANG_UP = select.POLLERR | select.POLLHUP
+
+
+def hung_up(fd: int) -> bool:
+    """Wait until the reader of `fd` (a pipe or a socket) has gone; False at once when poll
+    cannot watch `fd`. Asking for no event, only the ones poll always reports, a regular file
+    or /dev/null is never ready: that wait lasts for good, in a daemon thread."""
+    watch = select.poll()
+    watch.register(fd, 0)
+    while True:
+        try:
+            ready = watch.poll()
+        except OSError:
+            return False
+        if any(events & HANG_UP for _, events in ready):
+            return True
+        if any(events & select.POLLNVAL for _, events in ready):
+            return False
+
+
+def watch_for_hang_up(stdout: BinaryIO, gone: anyio.Event) -> None:
+    """Set `gone` once the client closes its end of our stdout, from a daemon thread of its
+    own. Without it a client that closed our stdout after its last answer, keeping stdin
+    open, was noticed only at the next answer: never, so the server waited on stdin for
+    good (the answer and the close race: tests/mcp_servers/test_cancels.py). The thread
+    hands the news to the loop without waiting for it (a loop already stopped is fine)."""
+    try:
+        fd = stdout.fileno()
+    except (OSError, ValueError):  # not a file (a test's buffer): nothing to watch
+        return
+    loop = asyncio.get_running_loop()
+
+    def watch() -> None:
+        if hung_up(fd):
+            with suppress(RuntimeError):  # the loop is closed: the server is stopping
+                loop.call_soon_threadsafe(gone.set)
+
+    threading.Thread(target=watch, name="fsagent-stdout-watch", daemon=True).start()
+
+
 class InFlight:
     """The requests read and not yet answered: how many, and what they weigh."""
 
@@ -304,7 +348,8 @@ async def stdio_streams(
     tuple[MemoryObjectReceiveStream[SessionMessage | Exception], MemoryObjectSendStream[Any]]
 ]:
     """The (read, write) streams an MCP server runs on, over stdin and stdout."""
-    writer = LineWriter(stdout or sys.stdout.buffer)
+    stdout = stdout or sys.stdout.buffer
+    writer = LineWriter(stdout)
     incoming_writer, incoming = anyio.create_memory_object_stream[SessionMessage | Exception](0)
     outgoing, outgoing_reader = anyio.create_memory_object_stream[SessionMessage](0)
     in_flight = InFlight()
@@ -357,6 +402,17 @@ async def stdio_streams(
                     continue
                 await writer.write(encode(message))
 
+    watching = anyio.CancelScope()
+
+    async def hang_up() -> None:
+        """Ends when the client closes our stdout, answers or not (see watch_for_hang_up);
+        cancelled when the session ends otherwise."""
+        with watching:
+            gone = anyio.Event()
+            watch_for_hang_up(stdout, gone)
+            await gone.wait()
+            raise ClientGone()
+
     async def until_the_client_leaves(work: Callable[[], Awaitable[None]]) -> None:
         try:
             await work()
@@ -367,5 +423,9 @@ async def stdio_streams(
     async with anyio.create_task_group() as tasks:
         tasks.start_soon(until_the_client_leaves, read_requests)
         tasks.start_soon(until_the_client_leaves, write_answers)
+        tasks.start_soon(until_the_client_leaves, hang_up)
         # The session closes both streams when it ends, which ends both tasks.
-        yield incoming, outgoing
+        try:
+            yield incoming, outgoing
+        finally:
+            watching.cancel()
