@@ -1,0 +1,157 @@
+"""A tool slot is given back whatever ends its call (mcp_servers/tool_runner.py).
+
+Issue 40: 200 grep calls each cancelled twice as it starts left every later call answered
+`busy: ... all 4 tool slots are taken by earlier calls; 4 of them timed out or cancelled, still
+stopping`, for good. A cancel that came after a call took its slot and before its thread began
+the work ended the wait for a thread that never ran the work (anyio checks for cancellation
+before it hands a function to a worker, and a worker skips a function whose caller is gone),
+so nothing ever gave the slot back. The start pause (race_hook.py, FSAGENT_TEST_START_PAUSE)
+holds a call at each point between its slot and its work, so each ordering is forced; the
+count of slots taken is read from the server's --verbose log (`tool slots: N of 4 taken`).
+"""
+
+from __future__ import annotations
+
+import queue
+import re
+import subprocess
+import threading
+from pathlib import Path
+from typing import Any
+
+import pytest
+from mcp_session import RawServer, tool_text
+from race_pause import Pauses
+
+from mcp_servers.race_hook import START_PAUSE_ENV
+from mcp_servers.tool_runner import MAX_RUNNING
+
+CANCELLED = {"code": 0, "message": "Request cancelled"}
+SLOTS = re.compile(r"tool slots: (\d+) of \d+ taken, (\d+) of them stopping \((\w+): ([\w ]+)\)")
+# Only a guard against a log line that never comes (the test then fails, saying so).
+NEVER_SEEN_SECONDS = 60.0
+
+
+class Log:
+    """The server's stderr, line by line, read by a thread of its own."""
+
+    def __init__(self, process: subprocess.Popen[bytes]) -> None:
+        assert process.stderr is not None
+        self.lines: queue.Queue[str] = queue.Queue()
+        self.stream = process.stderr
+        threading.Thread(target=self.read, daemon=True).start()
+
+    def read(self) -> None:
+        for line in self.stream:
+            self.lines.put(line.decode(errors="replace"))
+
+    def until(self, wanted: re.Pattern[str] | str) -> re.Match[str]:
+        """The next line that matches `wanted` (every line before it is passed over)."""
+        pattern = re.compile(wanted) if isinstance(wanted, str) else wanted
+        while True:
+            try:
+                line = self.lines.get(timeout=NEVER_SEEN_SECONDS)
+            except queue.Empty:
+                pytest.fail(f"the server never logged {pattern.pattern!r}")
+            found = pattern.search(line)
+            if found:
+                return found
+
+    def slots_after(self, tool: str, event: str) -> int:
+        """Once `tool`'s slot has seen `event`, the first count of 0 slots taken: every
+        change of the count is logged in the loop's order, so what comes after a line is
+        later. Fails (at the guard) when the count never comes back to 0."""
+        while (found := self.until(SLOTS)).group(3, 4) != (tool, event):
+            pass
+        while int(found.group(1)) != 0:
+            found = self.until(SLOTS)
+        return int(found.group(2))
+
+
+def verbose_server(root: Path, pauses: Pauses | None = None) -> tuple[RawServer, Log]:
+    env = {START_PAUSE_ENV: str(pauses.folder)} if pauses else {}
+    raw = RawServer([root], "--verbose", env=env, stderr=subprocess.PIPE)
+    return raw, Log(raw.process)
+
+
+@pytest.fixture
+def root(tmp_path: Path) -> Path:
+    folder = tmp_path / "root"
+    folder.mkdir()
+    (folder / "small.txt").write_text("hello\n")
+    return folder
+
+
+def read_small(raw: RawServer, pauses: Pauses) -> dict[str, Any]:
+    """A read through both start pauses: it must run and answer the file."""
+    call = raw.call("read_file", path="small.txt")
+    assert pauses.next_line() == "paused slot read_file"
+    pauses.go()
+    assert pauses.next_line() == "paused thread read_file"
+    pauses.go()
+    return raw.answer(call)
+
+
+def test_calls_cancelled_after_they_took_a_slot_and_before_a_thread_give_it_back(
+    root: Path, tmp_path: Path
+) -> None:
+    # Each call is held on the loop with its slot taken, its thread not asked for yet, and
+    # cancelled there: as many as there are slots. Before the fix the next call was busy.
+    pauses = Pauses(tmp_path / "pause")
+    raw, log = verbose_server(root, pauses)
+    with raw:
+        for _ in range(MAX_RUNNING):
+            call = raw.call("grep", pattern="hello", path=".")
+            assert pauses.next_line() == "paused slot grep"
+            raw.cancel(call)  # no `go`: the pause is cancelled while it waits
+            assert raw.answer(call)["error"] == CANCELLED
+        assert tool_text(read_small(raw, pauses)) == ("hello\n", False)
+        assert log.slots_after("read_file", "given back") == 0
+    pauses.close()
+
+
+def test_a_write_cancelled_before_its_thread_claims_the_slot_never_runs(
+    root: Path, tmp_path: Path
+) -> None:
+    # The thread is held after anyio handed it the work and before it claims the slot; the
+    # cancel ends the call there. The loop gives the slot back, and the thread, let go, finds
+    # the slot given back and never writes (a write answered "cancelled" must not happen).
+    pauses = Pauses(tmp_path / "pause")
+    raw, log = verbose_server(root, pauses)
+    with raw:
+        for number in range(MAX_RUNNING):
+            call = raw.call("write_file", path=f"never{number}.txt", content="written\n")
+            assert pauses.next_line() == "paused slot write_file"
+            pauses.go()
+            assert pauses.next_line() == "paused thread write_file"
+            raw.cancel(call)
+            assert raw.answer(call)["error"] == CANCELLED
+            pauses.go()
+            log.until("tool write_file was not started: its call ended first")
+        assert tool_text(read_small(raw, pauses)) == ("hello\n", False)
+        assert log.slots_after("read_file", "given back") == 0
+    pauses.close()
+    assert sorted(path.name for path in root.iterdir()) == ["small.txt"]
+
+
+def test_after_a_storm_of_cancels_as_calls_start_every_slot_comes_back(tmp_path: Path) -> None:
+    # The report's storm, by ordinary timing: 200 greps of a 200,000-line file, each cancelled
+    # twice as it starts; it left every slot taken in 4 runs of 5. The tests above force the
+    # orderings; this one checks that nothing else keeps a slot.
+    (tmp_path / "big.txt").write_text("hello world\n" * 200_000)
+    (tmp_path / "small.txt").write_text("hello\n")
+    raw, log = verbose_server(tmp_path)
+    with raw:
+        asked = []
+        for _ in range(200):
+            asked.append(raw.call("grep", pattern="hello", path="big.txt"))
+            raw.cancel(asked[-1])
+            raw.cancel(asked[-1])
+        last = raw.call("read_file", path="small.txt")
+        answers = {raw.next_answer()["id"] for _ in range(len(asked) + 1)}
+        assert answers == {*asked, last}
+        # Every cancel was read before the last call: no later call takes a slot, so once
+        # the last call's slot is back the count only falls, and must reach 0.
+        assert log.slots_after("read_file", "given back") == 0
+        after = raw.call("read_file", path="small.txt")
+        assert tool_text(raw.answer(after)) == ("hello\n", False)
