@@ -22,6 +22,11 @@ there: no `go` is read for it once cancelled); and in the worker thread, before 
 slot, `paused thread <tool>`. A cancel between the two, or at either, once left the slot taken
 for good.
 
+FSAGENT_TEST_ANSWER_PAUSE pauses, on the loop, the answer a handler made for a request that was
+answered as cancelled already, before it is dropped (stdio_transport.py): `paused drop <id>`,
+awaited so the loop reads on. A cancel read then is a second cancel of a request whose first
+cancel's answer went out: it must not be answered again.
+
 Every hook's FIFOs are opened at start, before any root is served (so a restriction set up
 later, such as Landlock's, which forbids opening anything outside the roots, cannot stop the
 hook), and read-write, so neither open waits for the test's end of the FIFO.
@@ -41,6 +46,7 @@ import anyio
 PAUSE_ENV = "FSAGENT_TEST_PAUSE"
 RELEASE_PAUSE_ENV = "FSAGENT_TEST_RELEASE_PAUSE"
 START_PAUSE_ENV = "FSAGENT_TEST_START_PAUSE"
+ANSWER_PAUSE_ENV = "FSAGENT_TEST_ANSWER_PAUSE"
 GO = b"go\n"
 NOT_HELD: AbstractContextManager[None] = nullcontext()
 
@@ -96,11 +102,12 @@ class Hook:
 _hook: Hook | None = None
 _release_hook: Hook | None = None
 _start_hook: Hook | None = None
+_answer_hook: Hook | None = None
 
 
 def open_from_environment() -> None:
     """Open the FIFOs of each hook whose variable names a folder; call it first thing."""
-    global _hook, _release_hook, _start_hook
+    global _hook, _release_hook, _start_hook, _answer_hook
     folder = os.environ.get(PAUSE_ENV)
     if folder:
         _hook = Hook(folder)
@@ -110,6 +117,9 @@ def open_from_environment() -> None:
     folder = os.environ.get(START_PAUSE_ENV)
     if folder:
         _start_hook = Hook(folder)
+    folder = os.environ.get(ANSWER_PAUSE_ENV)
+    if folder:
+        _answer_hook = Hook(folder)
 
 
 def pause(tool: str, argument: str) -> None:
@@ -145,3 +155,10 @@ def pause_in_thread(tool: str) -> None:
     hook is set (never in normal use)."""
     if _start_hook is not None:
         _start_hook.pause_behind("thread", tool)
+
+
+async def pause_before_dropping(request_id: int | str) -> None:
+    """The answer to a request answered as cancelled is about to be dropped: wait for the
+    test there, the loop reading on, when the answer hook is set (never in normal use)."""
+    if _answer_hook is not None:
+        await _answer_hook.pause_awaited("drop", str(request_id))

@@ -22,9 +22,10 @@ import pytest
 from held_opens import HeldOpens
 from mcp_session import REPO, RawServer, server_command, tool_text
 from race_pause import Pauses
+from server_log import Log
 
 from mcp_servers.cancels import Cancels
-from mcp_servers.race_hook import RELEASE_PAUSE_ENV
+from mcp_servers.race_hook import ANSWER_PAUSE_ENV, RELEASE_PAUSE_ENV
 from mcp_servers.tool_runner import MAX_RUNNING
 
 CANCELLED = {"code": 0, "message": "Request cancelled"}
@@ -115,6 +116,33 @@ def test_each_call_gets_one_answer_and_a_cancelled_one_is_told_so(
     assert tool_text(answered) == ("hello world\n" * 1000, False)
     assert rest == []
     assert exit_code == 0
+
+
+def test_a_second_cancel_read_as_the_first_ones_call_ends_is_not_answered_again(
+    root: Path, tmp_path: Path
+) -> None:
+    # The race of a second cancel with the end of its call, forced: the call's own answer is
+    # held before it is dropped (race_hook.py, FSAGENT_TEST_ANSWER_PAUSE), the loop reading
+    # on, and the second cancel is read there (the log says when). The request was answered
+    # once, "cancelled"; the second cancel must change nothing.
+    pauses = Pauses(tmp_path / "pause")
+    env = {ANSWER_PAUSE_ENV: str(pauses.folder)}
+    raw = RawServer([root], "--verbose", env=env, stderr=subprocess.PIPE)
+    log = Log(raw.process)
+    with raw:
+        slow = raw.call("grep", pattern="hello", path=".")
+        raw.cancel(slow)
+        assert raw.answer(slow)["error"] == CANCELLED
+        log.until(f"cancel of request {slow}: 1 answered as cancelled")
+        assert pauses.next_line() == f"paused drop {slow}"
+        raw.cancel(slow)
+        log.until(f"cancel of request {slow}: ")  # read, and answered if it ever is
+        pauses.go()
+        ping = raw.request("ping")
+        assert raw.next_answer() == {"jsonrpc": "2.0", "id": ping, "result": {}}
+        rest = all_answers(raw)
+    pauses.close()
+    assert rest == []
 
 
 def test_a_write_cancelled_while_it_waits_for_a_slot_never_runs(tmp_path: Path) -> None:
