@@ -189,6 +189,8 @@ def test_each_abi_holds_what_it_can_and_says_what_it_cannot(places, abi: int) ->
             attempt("truncate outside", lambda: os.truncate(outside / "a" / "f.txt", 0))
             attempt("tcp", lambda: socket.create_connection(("127.0.0.1", {port})).close())
             attempt("signal outside", lambda: os.kill(os.getppid(), 0))
+            attempt("symlink outside", lambda: os.symlink("/etc", outside / "a" / "link"))
+            attempt("symlink inside", lambda: os.symlink("f.txt", root / "a" / "link"))
             """,
             root,
             outside,
@@ -200,6 +202,11 @@ def test_each_abi_holds_what_it_can_and_says_what_it_cannot(places, abi: int) ->
     gaps = " ".join(hold["gaps"])
     assert hold["holds"] and hold["abi"] == abi and hold["kernel_abi"] == KERNEL_ABI
     assert results["reads outside"] == "Permission denied"  # every ABI holds the roots
+    # Making a link outside is held at every ABI (MAKE_SYM is handled): a link planted
+    # outside could lead a later tool anywhere. Inside, a move recreates links: allowed.
+    assert results["symlink outside"] == "Permission denied"
+    assert not (outside / "a" / "link").is_symlink()
+    assert results["symlink inside"] == "ok"
     if abi < 2:  # no REFER: never across folders, whatever the rules
         assert results["move across"] == "Invalid cross-device link"
         assert "REFER" in gaps
