@@ -27,7 +27,7 @@ from mcp_servers.kernel_sandbox import ABI_ENV, CAPABILITY
 
 REPO = Path(__file__).resolve().parents[2]
 ATTEMPTS = ("udp", "tcp", "named unix", "abstract unix")
-HELD = ("held tcp", "held udp")
+HELD = ("new socket", "held tcp", "held udp")  # a netlink socket needs no connect
 pytestmark = pytest.mark.skipif(not sys.platform.startswith("linux"), reason="seccomp: Linux")
 
 PROGRAM = """
@@ -58,6 +58,7 @@ attempt("udp", udp)
 attempt("tcp", lambda: connect(socket.AF_INET, ("127.0.0.1", int(tcp_port))))
 attempt("named unix", lambda: connect(socket.AF_UNIX, named))
 attempt("abstract unix", lambda: connect(socket.AF_UNIX, "\\0" + abstract))
+attempt("new socket", lambda: socket.socket(socket.AF_NETLINK, socket.SOCK_RAW).close())
 attempt("held tcp", lambda: held_tcp.connect(("127.0.0.1", int(tcp_port))))
 attempt("held udp", lambda: held_udp.sendto(b"out", ("127.0.0.1", int(udp_port))))
 attempt("pair", lambda: [end.close() for end in socket.socketpair()])
