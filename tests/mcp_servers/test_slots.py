@@ -19,9 +19,9 @@ from typing import Any
 import pytest
 from mcp_session import RawServer, tool_text
 from race_pause import Pauses
-from server_log import Log
+from server_log import SLOTS, Log
 
-from mcp_servers.race_hook import START_PAUSE_ENV
+from mcp_servers.race_hook import RELEASE_PAUSE_ENV, START_PAUSE_ENV
 from mcp_servers.tool_runner import MAX_RUNNING
 
 CANCELLED = {"code": 0, "message": "Request cancelled"}
@@ -91,6 +91,33 @@ def test_a_write_cancelled_before_its_thread_claims_the_slot_never_runs(
         assert log.slots_after("read_file", "given back") == 0
     pauses.close()
     assert sorted(path.name for path in root.iterdir()) == ["small.txt"]
+
+
+def test_a_call_cancelled_while_its_work_runs_keeps_its_slot_until_the_work_stops(
+    root: Path, tmp_path: Path
+) -> None:
+    # The other side: the thread runs the work when the cancel comes (held after it, before
+    # it hands its slot back: FSAGENT_TEST_RELEASE_PAUSE), so the slot stays taken, counted as
+    # stopping, until the thread returns; given back by the loop as well, it would be given
+    # back twice and a fifth call could run beside four working ones.
+    pauses = Pauses(tmp_path / "pause")
+    env = {RELEASE_PAUSE_ENV: str(pauses.folder)}
+    raw = RawServer([root], "--verbose", env=env, stderr=subprocess.PIPE)
+    log = Log(raw.process)
+    with raw:
+        call = raw.call("grep", pattern="hello", path=".")
+        assert pauses.next_line() == "paused release grep"
+        raw.cancel(call)
+        assert raw.answer(call)["error"] == CANCELLED
+        assert log.until(SLOTS).group(1, 2, 3, 4) == ("1", "0", "grep", "taken")
+        assert log.until(SLOTS).group(1, 2, 3, 4) == ("1", "1", "grep", "left to stop")
+        pauses.go()
+        assert log.until(SLOTS).group(1, 2, 3, 4) == ("0", "0", "grep", "given back")
+        assert raw.process.stdin is not None
+        raw.process.stdin.close()
+        assert pauses.next_line() == "paused session over"
+        pauses.go()
+    pauses.close()
 
 
 def test_after_a_storm_of_cancels_as_calls_start_every_slot_comes_back(tmp_path: Path) -> None:
