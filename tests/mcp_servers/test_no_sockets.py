@@ -27,7 +27,7 @@ from mcp_servers.kernel_sandbox import ABI_ENV, CAPABILITY
 
 REPO = Path(__file__).resolve().parents[2]
 ATTEMPTS = ("udp", "tcp", "named unix", "abstract unix")
-HELD = ("new socket", "held tcp", "held udp")  # a netlink socket needs no connect
+HELD = ("new socket", "held tcp", "held udp", "held bind")  # a netlink socket needs no connect
 pytestmark = pytest.mark.skipif(not sys.platform.startswith("linux"), reason="seccomp: Linux")
 
 PROGRAM = """
@@ -39,6 +39,7 @@ results = {}
 # Sockets made before the restriction, as a socket the server inherited would be.
 held_tcp = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
 held_udp = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
+held_unix = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
 if RESTRICT:
     results["line"] = kernel_sandbox.restrict((Path(root),), read_only=False).line()
 def attempt(name, action):
@@ -61,6 +62,7 @@ attempt("abstract unix", lambda: connect(socket.AF_UNIX, "\\0" + abstract))
 attempt("new socket", lambda: socket.socket(socket.AF_NETLINK, socket.SOCK_RAW).close())
 attempt("held tcp", lambda: held_tcp.connect(("127.0.0.1", int(tcp_port))))
 attempt("held udp", lambda: held_udp.sendto(b"out", ("127.0.0.1", int(udp_port))))
+attempt("held bind", lambda: held_unix.bind("\\0" + abstract + "-listen"))
 attempt("pair", lambda: [end.close() for end in socket.socketpair()])
 print(json.dumps(results))
 """
