@@ -98,6 +98,7 @@ def test_inside_the_roots_reads_and_writes_still_work(tmp_path: Path) -> None:
         "kernel_abi": KERNEL_ABI,
         "rights": "read-write",
         "gaps": [],
+        "sockets": "denied",
     }
     assert read == ("hello\n", False)
     assert not wrote[1] and not moved[1]
@@ -119,7 +120,11 @@ def test_without_landlock_the_server_says_so_and_runs_on_its_own_checks(tmp_path
         report = raw.initialized["capabilities"]["experimental"][CAPABILITY]
         read = tool_text(raw.answer(raw.call("read_file", path="a.txt")))
         escape = tool_text(raw.answer(raw.call("read_file", path="../outside.txt")))
-    assert report == {"holds": False, "reason": f"{ABI_ENV}=0 says this kernel has no Landlock"}
+    assert report == {
+        "holds": False,
+        "reason": f"{ABI_ENV}=0 says this kernel has no Landlock",
+        "sockets": "denied",
+    }
     assert read == ("hello\n", False)
     assert escape[1] and escape[0].startswith("security_error:")
 
