@@ -20,7 +20,7 @@ from core.text import counted
 FIRST_VIEW_LINES = PREVIEW_LINES  # the same screenful as the cut preview it stands in for
 LONG_LINE = "(long line, "
 # The lines that stand for one changed long line, after its "(long line, ..." line.
-LONG_PART = re.compile(r"[-+]\[col [\d,]+\] |\(and [\d,]+ more change")
+LONG_PART = re.compile(r"[-+]\[col [\d,]+\] ")
 # Past this share of a line changed, the whole line is new: marking words would mark it all.
 MOST_CHANGED = 0.6
 WORD = re.compile(r"\w")
