@@ -1,0 +1,84 @@
+"""Changes a screen cannot show by themselves are drawn before the question (issue 41): a
+CRLF -> LF rewrite, a Cyrillic look-alike in a URL, a word made wholly of look-alikes and a
+trailing space. Through the real CLI, piped, and `fsagent approve`: each is visible in the
+lines printed above `write_file? [y/n/e/a/r/?]`, and nothing is written on a no."""
+
+from __future__ import annotations
+
+from conftest import Workspace
+from fake_llm import FakeLLM, reply, text, tool_call
+
+FILES = {
+    "crlf.txt": (b"alpha\r\nbeta\r\n", "alpha\nbeta\n"),
+    "pip.conf": (b"index-url = https://pypi.org/simple\n", "index-url = https://руpi.org/simple\n"),
+    "deploy.sh": (b"run ops\n", "run орѕ\n"),
+    "build.sh": (b"rm -rf ./build\n", "rm -rf ./build \n"),
+}
+
+
+def writes(workspace: Workspace) -> list[dict]:
+    calls = []
+    for number, (name, (old, new)) in enumerate(FILES.items()):
+        (workspace.root / name).write_bytes(old)
+        calls.append(tool_call("write_file", {"path": name, "content": new}, f"c_{number}"))
+    return [reply(tool_calls=calls), text("Left them alone.")]
+
+
+def previews(output: str) -> dict[str, list[str]]:
+    """The lines printed for each call, between its `[k/n] write_file(...)` line and its
+    question, by file name."""
+    found: dict[str, list[str]] = {}
+    current: list[str] | None = None
+    for line in output.splitlines():
+        if line.startswith("[") and "write_file(" in line:
+            name = next(n for n in FILES if repr(n) in line)
+            current = found.setdefault(name, [])
+        elif "write_file? [y/n/e/a/r/?]" in line:
+            current = None
+        elif current is not None:
+            current.append(line.strip())
+    return found
+
+
+def check(shown: dict[str, list[str]]) -> None:
+    crlf = shown["crlf.txt"]
+    assert "-alpha␍" in crlf and "+alpha" in crlf and "(no change)" not in crlf
+    assert "(line ending CRLF -> LF)" in crlf
+    assert any("␍ a carriage return" in line for line in crlf)  # the legend
+
+    pip = shown["pip.conf"]
+    assert "+index-url = https://руpi.org/simple" in pip
+    assert (
+        "⚠ look-alike characters (+): р U+0440 CYRILLIC SMALL LETTER ER, "
+        "у U+0443 CYRILLIC SMALL LETTER U"
+    ) in pip
+
+    deploy = shown["deploy.sh"]
+    [warning] = [line for line in deploy if line.startswith("⚠ look-alike")]
+    assert "U+043E CYRILLIC SMALL LETTER O" in warning and "U+0455" in warning
+
+    build = shown["build.sh"]
+    assert "-rm -rf ./build" in build and "+rm -rf ./build·" in build
+    assert "(· a space)" in build
+
+
+def test_hidden_changes_are_drawn_before_the_question_when_piped(workspace: Workspace):
+    with FakeLLM(writes(workspace), auto_route="filesystem") as llm:
+        result = workspace.run(llm.base_url, "tidy up\n" + "n\n" * len(FILES))
+
+    assert result.returncode == 0, result.stderr
+    check(previews(result.stdout))
+    for name, (old, _) in FILES.items():
+        assert (workspace.root / name).read_bytes() == old
+
+
+def test_fsagent_approve_draws_them_too(workspace: Workspace):
+    with FakeLLM(writes(workspace), auto_route="filesystem") as llm:
+        paused = workspace.run(llm.base_url, "tidy up\n")
+        assert paused.returncode == 3, paused.stderr
+        asked = workspace.run(llm.base_url, "", "approve", "t", thread=None)
+
+    assert asked.returncode == 3, asked.stderr
+    check(previews(asked.stdout))
+    for name, (old, _) in FILES.items():
+        assert (workspace.root / name).read_bytes() == old
