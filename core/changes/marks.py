@@ -34,7 +34,7 @@ import functools
 import re
 import unicodedata
 from collections.abc import Iterator
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 from core.changes.intraline import changed_spans
@@ -263,7 +263,8 @@ def mark(lines: list[str]) -> Marked:
             line = prefix + drawn(text, found)
             flags[len(out)] = found
             kinds.update(f.kind for f in found if f.shown is not None)
-        if started and line[:1] in " +-" and line.endswith("\r"):
+        ending = any(f.kind == "line-ending" for f in found)
+        if started and line[:1] in " +-" and line.endswith("\r") and not ending:
             line = line[:-1]  # an ending both sides share, or a line not compared
         out.append(line)
         out += notes.get(index, [])
@@ -290,9 +291,18 @@ def run_flags(lines: list[str], removed: list[int], added: list[int]) -> dict[in
         spans = changed_spans(old, new)
         old_spans = [(s.old_start, s.old_end) for s in spans]
         new_spans = [(s.new_start, s.new_end) for s in spans]
-        found[old_at] = side_flags(old, old_spans, [new[a:b] for a, b in new_spans])
-        found[new_at] = side_flags(new, new_spans, [old[a:b] for a, b in old_spans])
+        old_flags = side_flags(old, old_spans, [new[a:b] for a, b in new_spans])
+        new_flags = side_flags(new, new_spans, [old[a:b] for a, b in old_spans])
+        if old != new and drawn(old, old_flags) == drawn(new, new_flags):
+            # A sign that is in the file itself (a real `·` where the other side has a
+            # trailing space) would draw two different lines alike: draw neither's signs.
+            old_flags, new_flags = unsigned(old_flags), unsigned(new_flags)
+        found[old_at], found[new_at] = old_flags, new_flags
     return {at: flags for at, flags in found.items() if flags}
+
+
+def unsigned(flags: list[Flag]) -> list[Flag]:
+    return [replace(found, shown=None) for found in flags]
 
 
 def run_notes(
