@@ -1,12 +1,13 @@
 """Changes a screen cannot show by themselves are drawn before the question (issue 41): a
 CRLF -> LF rewrite, a Cyrillic look-alike in a URL, a word made wholly of look-alikes and a
-trailing space. Through the real CLI, piped, and `fsagent approve`: each is visible in the
-lines printed above `write_file? [y/n/e/a/r/?]`, and nothing is written on a no."""
+trailing space. Through the real CLI, piped and on a pty, and `fsagent approve`: each is
+visible in the lines printed above `write_file? [y/n/e/a/r/?]`; nothing is written on a no."""
 
 from __future__ import annotations
 
-from conftest import Workspace
+from conftest import Workspace, agent_env
 from fake_llm import FakeLLM, reply, text, tool_call
+from pty_screen import PtyScreen
 
 FILES = {
     "crlf.txt": (b"alpha\r\nbeta\r\n", "alpha\nbeta\n"),
@@ -80,5 +81,35 @@ def test_fsagent_approve_draws_them_too(workspace: Workspace):
 
     assert asked.returncode == 3, asked.stderr
     check(previews(asked.stdout))
+    for name, (old, _) in FILES.items():
+        assert (workspace.root / name).read_bytes() == old
+
+
+def test_hidden_changes_are_on_the_screen_at_a_terminal(workspace: Workspace):
+    env = agent_env() | {"XDG_STATE_HOME": str(workspace.root.parent / "state")}
+    with FakeLLM(writes(workspace), auto_route="filesystem") as llm:
+        term = PtyScreen(workspace.command(llm.base_url), str(workspace.root), env)
+        try:
+            at = term.wait_for("you>")
+            term.enter("tidy up")
+            screens = []
+            for _ in FILES:
+                question = term.wait_for("write_file? [y/n/e/a/r/?]", at)
+                screens.append(term.screen_text()[at:question])
+                term.enter("n")
+                at = term.wait_for("reason (optional", question)
+                term.enter("")
+            term.wait_for("you>", at)
+            term.enter("quit")
+        finally:
+            code = term.close()
+
+    assert code == 0, term.screen_text()
+    # Words, not rows: where a long note wraps depends on the terminal's width.
+    crlf, pip, deploy, build = (screen.split() for screen in screens)
+    assert "-alpha␍" in crlf and "+alpha" in crlf and "CRLF" in crlf
+    assert "U+0440" in pip and "U+0443" in pip and "look-alike" in pip
+    assert "U+0455" in deploy and "look-alike" in deploy
+    assert "+rm" in build and "./build·" in build
     for name, (old, _) in FILES.items():
         assert (workspace.root / name).read_bytes() == old
