@@ -180,5 +180,9 @@ def test_whatever_the_change_the_drawn_sides_differ_where_the_text_differs(pair)
 
 def test_a_change_is_trimmed_to_the_characters_that_differ():
     # A long change is drawn by its two ends: trimmed, its ends are where the sides differ.
-    [span] = changed_spans("key = secret1 end", "key = secret2 end")
-    assert (span.old_start, span.old_end, span.new_start, span.new_end) == (12, 13, 12, 13)
+    # (Two changes: the line's shared start and end trim only the first and the last.)
+    spans = changed_spans("key = secret1 or secret1.", "key = secret2 or secret2.")
+    assert [(s.old_start, s.old_end, s.new_start, s.new_end) for s in spans] == [
+        (12, 13, 12, 13),
+        (23, 24, 23, 24),
+    ]

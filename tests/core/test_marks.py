@@ -24,6 +24,10 @@ def test_a_trailing_space_is_drawn_and_the_legend_says_what_the_sign_is():
     assert drawn("x = 1", "x = 1 ") == [HUNK, "-x = 1", "+x = 1·", "(· a space)"]
 
 
+def test_a_trailing_space_that_came_with_other_text_is_drawn():
+    assert drawn("x = 1", "x = 2 ")[1:3] == ["-x = 1", "+x = 2·"]
+
+
 def test_a_tab_for_spaces_is_drawn_on_both_sides():
     lines = drawn("\tx = 1", "    x = 1")
     assert lines[1:3] == ["-→x = 1", "+····x = 1"]
@@ -150,3 +154,15 @@ def test_two_lines_that_differ_are_never_drawn_alike(old, new):
     lines = mark([HUNK, "-" + old, "+" + new]).lines
     minus, plus = lines[1][1:], lines[2][1:]
     assert (minus == plus) == (old == new)
+
+
+def test_a_word_that_mixes_scripts_is_named_even_without_a_look_alike_in_it():
+    # λ passes for no ASCII letter, but a Latin word with a Greek letter in it is no word.
+    lines = drawn("set value", "set vaλue")
+    assert "⚠ look-alike characters (+): λ U+03BB GREEK SMALL LETTER LAMDA" in lines
+
+
+def test_a_carriage_return_drawn_without_its_sign_is_still_not_dropped():
+    # A real ␍ on one side and a CRLF ending on the other would draw alike; drawn without
+    # signs, the ending stays in the line (written out as \x0d when printed).
+    assert drawn("a␍", "a\r")[1:3] == ["-a␍", "+a\r"]
