@@ -182,14 +182,17 @@ def changed_pair(old: str, new: str) -> list[str]:
 def pairs(removed: list[str], added: list[str]) -> dict[int, int]:
     """removed index -> added index, for each long line and the line most like it on the
     other side of its run (greedy, by the characters shared at the start and the end)."""
-    candidates = [
-        (i, j)
-        for i, old in enumerate(removed)
-        for j, new in enumerate(added)
-        if max(len(old), len(new)) > LINE_WIDTH
-    ]
-    if len(candidates) > MAX_PAIRINGS:  # a long rewrite: its lines in order
+    # Counted before they are listed: a rewrite of 2,000 short lines has 4,000,000 pairs and
+    # none long (listing them took seconds).
+    long_old = [i for i, old in enumerate(removed) if len(old) > LINE_WIDTH]
+    long_new = [j for j, new in enumerate(added) if len(new) > LINE_WIDTH]
+    count = len(long_old) * len(added) + len(removed) * len(long_new)
+    if count - len(long_old) * len(long_new) > MAX_PAIRINGS:  # a long rewrite: in order
         return {i: i for i in range(min(len(removed), len(added)))}
+    candidates = sorted(
+        {(i, j) for i in long_old for j in range(len(added))}
+        | {(i, j) for i in range(len(removed)) for j in long_new}
+    )
 
     def shared(pair: tuple[int, int]) -> int:
         old, new = removed[pair[0]][1:], added[pair[1]][1:]
