@@ -113,3 +113,18 @@ def test_hidden_changes_are_on_the_screen_at_a_terminal(workspace: Workspace):
     assert "+rm" in build and "./build·" in build
     for name, (old, _) in FILES.items():
         assert (workspace.root / name).read_bytes() == old
+
+
+def test_an_undo_draws_the_line_ending_it_would_restore(workspace: Workspace):
+    # An undo's yes is a decision too: restoring CRLF lines over LF ones is shown as such.
+    (workspace.root / "a.txt").write_bytes(b"old\r\n")
+    call = tool_call("write_file", {"path": "a.txt", "content": "new\n"}, "c_a")
+    with FakeLLM([reply(tool_calls=[call]), text("Done.")], auto_route="filesystem") as llm:
+        wrote = workspace.run(llm.base_url, "change a\ny\n")
+        assert wrote.returncode == 0, wrote.stderr
+        asked = workspace.invoke(llm.base_url, "n\n", "undo", "t")
+
+    lines = [line.strip() for line in asked.stdout.splitlines()]
+    assert "-new" in lines and "+old␍" in lines
+    assert any("␍ a carriage return" in line for line in lines)
+    assert (workspace.root / "a.txt").read_bytes() == b"new\n"
