@@ -250,7 +250,7 @@ def mark(lines: list[str]) -> Marked:
             flagged[at] = line_flags
         said = run_notes(lines, removed, added, flagged)
         if said:
-            notes[(added or removed)[-1]] = said
+            notes.setdefault(after_parts(lines, (added or removed)[-1]), []).extend(said)
     out: list[str] = []
     flags: dict[int, list[Flag]] = {}
     kinds: set[str] = set()
@@ -271,6 +271,14 @@ def mark(lines: list[str]) -> Marked:
     if kinds:
         out.append("(" + ", ".join(LEGEND[k] for k in LEGEND if k in kinds) + ")")
     return Marked(out, flags)
+
+
+def after_parts(lines: list[str], at: int) -> int:
+    """The last line of the long line whose part is at `at` (its parts are each a run of
+    one `-` and one `+`): a note goes after them all, so the page reads them as one line."""
+    while at + 1 < len(lines) and lines[at + 1][:1] in "-+" and COLUMN.match(lines[at + 1], 1):
+        at += 1
+    return at
 
 
 def run_flags(lines: list[str], removed: list[int], added: list[int]) -> dict[int, list[Flag]]:

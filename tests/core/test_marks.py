@@ -166,3 +166,13 @@ def test_a_carriage_return_drawn_without_its_sign_is_still_not_dropped():
     # A real ␍ on one side and a CRLF ending on the other would draw alike; drawn without
     # signs, the ending stays in the line (written out as \x0d when printed).
     assert drawn("a␍", "a\r")[1:3] == ["-a␍", "+a\r"]
+
+
+def test_notes_on_a_long_line_come_after_all_of_its_parts():
+    # The page reads a long line's parts as one line: a note between them would end it.
+    old = "k" * 500 + " https://pypi.org/ " + "m" * 500 + " tail " + "z" * 500
+    new = old.replace("pypi", "руpi").replace("tail", "TAIL")
+    lines = mark(cut([HUNK, "-" + old, "+" + new])).lines
+    parts = [i for i, line in enumerate(lines) if line[:1] in "-+" and "[col" in line]
+    assert len(parts) == 4 and parts == list(range(parts[0], parts[0] + 4))
+    assert lines[parts[-1] + 1].startswith("⚠ look-alike characters (+): р U+0440")
