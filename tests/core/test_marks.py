@@ -176,3 +176,12 @@ def test_notes_on_a_long_line_come_after_all_of_its_parts():
     parts = [i for i, line in enumerate(lines) if line[:1] in "-+" and "[col" in line]
     assert len(parts) == 4 and parts == list(range(parts[0], parts[0] + 4))
     assert lines[parts[-1] + 1].startswith("⚠ look-alike characters (+): р U+0440")
+
+
+def test_a_bidi_override_and_a_zero_width_space_are_named():
+    lines = drawn(
+        "mirror = https://good.example/pkg", "mirror = https://\u202egood.exa\u200bmple/pkg"
+    )
+    assert (
+        "⚠ unusual characters (+): U+202E RIGHT-TO-LEFT OVERRIDE, U+200B ZERO WIDTH SPACE" in lines
+    )
