@@ -63,13 +63,14 @@ $(CHROMIUM):
 
 # The import rules and the types first: a broken layout or contract fails fast. Tests run on every core (-n auto).
 # Then the MCP server's whole suite again on its portable path (mcp_servers/platform_calls.py:
-# as on macOS, without O_PATH or preadv).
+# as on macOS, without O_PATH or preadv). PYTEST_ARGS go to both passes: .ci/run passes a
+# --basetemp of another length than pytest's own (docs/development.md says why).
 test: $(TEST_STAMP) postgres acl conformance-suite node-modules $(CHROMIUM)
 	$(VENV)/bin/lint-imports
 	$(MYPY)
 	$(COMPILE)
 	$(PY) -m pytest -q -n auto $(PYTEST_ARGS)
-	FSAGENT_PORTABLE_CALLS=1 $(PY) -m pytest -q -n auto tests/mcp_servers
+	FSAGENT_PORTABLE_CALLS=1 $(PY) -m pytest -q -n auto $(PYTEST_ARGS) tests/mcp_servers
 
 bench: $(TEST_STAMP) postgres
 	$(COMPILE)

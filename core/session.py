@@ -21,10 +21,10 @@ from langgraph.types import Command
 from core.approval.approval import CUT_CALL, ApprovalRecord, describe_grant, new_id
 from core.approval.policy import Grant
 from core.approval.questions import Pause
-from core.changes.binding import Bound, Preview, bound_expect, shown
+from core.changes.binding import Bound, Preview, bound_edit, bound_expect, shown
 from core.changes.intraline import shown_lines
 from core.changes.marks import mark
-from core.changes.plans import CallPlan, expect_of, plan_call, plan_of
+from core.changes.plans import CallPlan, expect_of, plan_of
 from core.changes.preview import preview, undo_note, whole_preview
 from core.context.constrained import CONSTRAINED_KEY
 from core.context.context import ANSWER_TEXT, COMPACTED, NOTICE, ContextKeeper
@@ -123,10 +123,11 @@ class ThreadSession:
         return shown(self.thread, call, plan, drawn.lines, drawn.flags)
 
     async def bind(self, decisions: Mapping[str, Any] | Bound) -> Bound:
-        """The resume value with each approval bound to the preview it answers: the expect
-        its preview_id stands for (core.changes.binding; Unbound without one, Stale when
-        what is there now is not what it showed); an edit is bound to the state its own
-        arguments find now. Never from anything kept in this process."""
+        """The resume value with each approval and edit bound to the preview it answers: the
+        expect its preview_id stands for (core.changes.binding; Unbound without one, Foreign
+        for another call's, Stale when what is there now is not what it showed); an edit
+        runs with the state its own arguments find now, once its preview is bound. Never
+        from anything kept in this process."""
         if isinstance(decisions, Bound):
             return decisions
         given = decisions.get("decisions")
@@ -139,7 +140,7 @@ class ThreadSession:
             decision = dict(decision) if isinstance(decision, dict) else decision
             call = calls.get(call_id)
             if isinstance(decision, dict) and decision.get("type") == "edit":
-                await self.bind_edit(decision, call["name"] if call is not None else None)
+                await self.bind_edit(decision, call)
             elif (
                 isinstance(decision, dict)
                 and call is not None
@@ -152,15 +153,21 @@ class ThreadSession:
             bound[call_id] = decision
         return Bound({**decisions, "decisions": bound})
 
-    async def bind_edit(self, decision: dict[str, Any], tool: str | None) -> None:
+    async def bind_edit(self, decision: dict[str, Any], call: Mapping[str, Any] | None) -> None:
         """An edit gets the server's plan of its own arguments (`plan`), which the graph
-        judges it on (agent_graph.approve), never the original call's plan nor its text:
-        always made here, never taken from the decision. Unless the decision carries the
-        state its preview showed, it is bound to the state its paths have now."""
-        edited = {"name": tool, "args": decision.get("args")}
-        made = await plan_call(edited, self.tools) if tool else CallPlan(error="no such call")
+        judges it on (agent_graph.approve), never the original call's plan nor its text, and
+        the state that plan reads (`expect`), once the preview it was decided on is bound
+        (core.changes.binding.bound_edit): both always made here, never taken from the
+        decision."""
+        decision.pop("expect", None)
+        if call is None:
+            decision["plan"] = CallPlan(error="no such call").kept()
+            return
+        made = await bound_edit(
+            self.thread, call, decision.get("args"), decision.get("preview_id"), self.tools
+        )
         decision["plan"] = made.kept()
-        if "expect" not in decision and made.paths is not None:
+        if made.paths is not None:
             decision["expect"] = expect_of(made.paths)
 
     # -- runs ------------------------------------------------------------------------------------

@@ -6,7 +6,9 @@ emulator (pyte) reading what it prints, the way a person's screen would show it.
   merely inherits the pty as stdin gets no signal from it).
 - The emulator answers cursor position requests (prompt_toolkit asks), as terminals do.
 - `raw` keeps every byte written, to look for escape codes; `screen_text()` is what the
-  screen shows, with the lines scrolled off the top before it.
+  screen shows, with the lines scrolled off the top before it, each line as it was written:
+  a row the terminal wrapped is joined to the next, so what a test reads never depends on
+  where a line happens to wrap (the length of a temp path in it decides that).
 """
 
 from __future__ import annotations
@@ -20,6 +22,7 @@ import termios
 import threading
 import time
 from collections.abc import Callable
+from typing import Any
 
 import pyte
 
@@ -31,12 +34,63 @@ UP = "\x1b[A"
 
 
 class _Screen(pyte.HistoryScreen):
+    """pyte's screen, which also marks each row the terminal wrapped (a `wrapped` attribute on
+    the row itself, so the mark moves with the row as the screen scrolls into the history)."""
+
     def __init__(self, answer: Callable[[str], None]) -> None:
         super().__init__(COLUMNS, ROWS, history=5000)
         self.answer = answer
+        self._drawing = False
 
     def write_process_input(self, data: str) -> None:
         self.answer(data)
+
+    def draw(self, data: str) -> None:
+        self._drawing = True
+        try:
+            super().draw(data)
+        finally:
+            self._drawing = False
+
+    def carriage_return(self) -> None:
+        # While drawing text, only the automatic wrap at the last column returns the carriage:
+        # the row under the cursor goes on in the next one.
+        if self._drawing:
+            _mark(self.buffer[self.cursor.y], wrapped=True)
+        super().carriage_return()
+
+    def erase_in_line(self, how: int = 0, private: bool = False) -> None:
+        super().erase_in_line(how, private)
+        if how in (0, 2):  # the row's end is erased: whatever wrapped there is gone
+            _mark(self.buffer[self.cursor.y], wrapped=False)
+
+    def erase_in_display(self, how: int = 0, *args: object, **kwargs: object) -> None:
+        rows = {0: range(self.cursor.y, self.lines), 1: range(self.cursor.y)}.get(
+            how, range(self.lines)
+        )
+        super().erase_in_display(how, *args, **kwargs)
+        for y in rows:
+            _mark(self.buffer[y], wrapped=False)
+
+
+def _mark(row: Any, wrapped: bool) -> None:
+    row.wrapped = wrapped  # pyte's rows are dicts, which take attributes
+
+
+def _logical_lines(rows: list[Any], columns: int) -> list[str]:
+    """The rows' text, each wrapped row joined to the next (kept whole: its last cell is text)."""
+    lines: list[str] = []
+    pending = ""
+    for row in rows:
+        text = "".join(row[x].data for x in range(columns))
+        if getattr(row, "wrapped", False):
+            pending += text
+        else:
+            lines.append((pending + text).rstrip())
+            pending = ""
+    if pending:
+        lines.append(pending.rstrip())
+    return lines
 
 
 class PtyScreen:
@@ -75,14 +129,13 @@ class PtyScreen:
                 self._stream.feed(data)
 
     def screen_text(self) -> str:
-        """The scrollback and the screen, as a person would read them, lines right-trimmed."""
+        """The scrollback and the screen, as a person would read them: each line as written
+        (wrapped rows joined), right-trimmed."""
         with self._lock:
             screen = self._screen
-            scrolled = [
-                "".join(line[x].data for x in range(screen.columns)) for line in screen.history.top
-            ]
-            lines = scrolled + list(screen.display)
-        return "\n".join(line.rstrip() for line in lines).rstrip("\n")
+            rows = list(screen.history.top) + [screen.buffer[y] for y in range(screen.lines)]
+            lines = _logical_lines(rows, screen.columns)
+        return "\n".join(lines).rstrip("\n")
 
     def visible(self) -> str:
         """The screen alone: what is on it now."""

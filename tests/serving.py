@@ -57,6 +57,21 @@ class Served:
         listed = await self.client.get("/api/admin/approvals", headers=ADMIN)
         return await self.decide(thread, approve_shown(listed.json(), thread))
 
+    async def edit_preview(self, thread: str, call_id: str, args: dict[str, Any]) -> dict:
+        """The page's "Preview the edit": the edited call's preview, with its preview_id."""
+        response = await self.client.post(
+            f"/api/admin/approvals/{thread}/preview",
+            json={"call_id": call_id, "args": args},
+            headers={**ADMIN, **JSON},
+        )
+        assert response.status_code == 200, response.text
+        return response.json()
+
+    async def edited(self, thread: str, call_id: str, args: dict[str, Any]) -> dict:
+        """An edit decision as the page sends it: bound to the edit's own preview, now."""
+        shown = await self.edit_preview(thread, call_id, args)
+        return {"type": "edit", "args": args, "preview_id": shown["preview_id"]}
+
     async def approve_simply(self, thread: str) -> httpx.Response:
         """The seed's simple form, `{"approved": true}`, bound to the previews the admin API
         shows now by their ids."""

@@ -43,7 +43,7 @@ from core.approval.decisions import (
     resume_value,
 )
 from core.approval.questions import QUESTION_KIND, Pause, QuestionCall
-from core.changes.binding import Bound, Stale, Unbound
+from core.changes.binding import Bound, Foreign, Stale, Unbound
 from core.opening import OtherRoots, recover
 from core.session import ThreadSession
 from core.text import format_call
@@ -397,19 +397,21 @@ async def turn_frames(
 
 # Told with a 428 or a 412: what an HTTP client (the inbox page does this) does next.
 LOOK_AGAIN = (
-    "; fetch the call's preview again (GET /api/admin/approvals) and approve with its preview_id"
+    "; fetch the call's preview again (GET /api/admin/approvals, or POST .../preview with an "
+    "edit's args) and decide with its preview_id"
 )
 
 
 async def bound_or_refused(session: ThreadSession, decisions: ResumeValue | AnswerValue) -> Bound:
     """The decisions bound to the previews they answer (core.changes.binding), before
-    anything resumes: 428 for an approval that names no preview, 412 for one whose preview
-    no longer shows what is there. Never filled in from what this process showed last."""
+    anything resumes: 428 for an approval or edit that names no preview, 412 for one that
+    names another call's preview or whose preview no longer shows what is there, the line
+    saying which. Never filled in from what this process showed last."""
     try:
         return await session.bind(resume_json(decisions))
     except Unbound as error:
         raise Refused(428, f"{error}{LOOK_AGAIN}") from None
-    except Stale as error:
+    except (Stale, Foreign) as error:
         raise Refused(412, f"{error}{LOOK_AGAIN}") from None
 
 

@@ -37,8 +37,10 @@ class Decision(TypedDict):
     type: Literal["approve", "reject", "edit", "respond"]
     by: str  # core.approval.approval.PERSON_SOURCES
     grant: NotRequired[bool]  # approve: the same tool inside this folder, for the thread
-    expect: NotRequired[list[Any]]  # approve, edit: the state the preview showed
-    preview_id: NotRequired[str]  # approve: the preview it answers (core.changes.binding)
+    # approve, edit: the state the preview showed; put there by the binding or this
+    # process's own preview, never taken from an HTTP body (resume_value refuses it)
+    expect: NotRequired[list[Any]]
+    preview_id: NotRequired[str]  # approve, edit: the preview it answers (core.changes.binding)
     args: NotRequired[dict[str, Any]]  # edit: the arguments to run instead
     message: NotRequired[str]  # reject: the reason; respond: what the model reads
 
@@ -70,14 +72,12 @@ class DecisionError(ValueError):
 def _check_approve(decision: dict[str, Any], call: ToolCall, schemas: Schemas) -> None:
     if "grant" in decision and not isinstance(decision["grant"], bool):
         raise DecisionError(f"{call['id']}: grant must be true or false")
+    _check_preview_id(decision, call)
+
+
+def _check_preview_id(decision: dict[str, Any], call: ToolCall) -> None:
     if "preview_id" in decision and not isinstance(decision["preview_id"], str):
         raise DecisionError(f"{call['id']}: preview_id must be the string the call's preview gave")
-    _check_expect(decision, call)
-
-
-def _check_expect(decision: dict[str, Any], call: ToolCall) -> None:
-    if "expect" in decision and not isinstance(decision["expect"], list):
-        raise DecisionError(f"{call['id']}: expect must be the list the call's preview gave")
 
 
 def _check_reject(decision: dict[str, Any], call: ToolCall, schemas: Schemas) -> None:
@@ -95,7 +95,7 @@ def _check_edit(decision: dict[str, Any], call: ToolCall, schemas: Schemas) -> N
     args = decision.get("args")
     if not isinstance(args, dict):
         raise DecisionError(f"{call['id']}: an edit needs args, a JSON object of arguments")
-    _check_expect(decision, call)
+    _check_preview_id(decision, call)
     if call["name"] in schemas:
         problem = call_problem({"name": call["name"], "args": args}, schemas)
         if problem:
@@ -109,12 +109,13 @@ class DecisionType:
 
 
 DECISION_TYPES: dict[str, DecisionType] = {
-    # preview_id: the preview the reviewer read, whose state (`expect`) the write is bound to
-    # (core.changes.binding); expect: that state itself, as this process's own front-ends
-    # carry it.
-    "approve": DecisionType(frozenset({"grant", "expect", "preview_id"}), _check_approve),
+    # preview_id: the preview the reviewer read, whose state the write is bound to
+    # (core.changes.binding), read again by the server. Never `expect`, the state itself: a
+    # client's would be taken for what was shown (issue 41), so a body with one is refused.
+    "approve": DecisionType(frozenset({"grant", "preview_id"}), _check_approve),
     "reject": DecisionType(frozenset({"message"}), _check_reject),
-    "edit": DecisionType(frozenset({"args", "expect"}), _check_edit),
+    # preview_id: the edit's own preview (over its arguments), or the call's it was made on.
+    "edit": DecisionType(frozenset({"args", "preview_id"}), _check_edit),
     # The person answers in the call's place: it does not run, the model reads the message.
     "respond": DecisionType(frozenset({"message"}), _check_respond),
 }
@@ -155,6 +156,11 @@ def check_shape(call_id: str, decision: Any) -> None:
         names = ", ".join(DECISION_TYPES)
         raise DecisionError(f"{call_id}: type {kind!r} is not a decision ({names})")
     extra = sorted(set(decision) - known.keys - {"type"})
+    if "expect" in extra:  # the state is read by the server, never taken from a client
+        raise DecisionError(
+            f"{call_id}: {kind} takes no 'expect': the server reads what is there itself and "
+            "binds the decision by its preview_id"
+        )
     if extra:
         raise DecisionError(f"{call_id}: {kind} takes no {extra[0]!r}")
 

@@ -11,8 +11,12 @@ from __future__ import annotations
 
 import json
 import subprocess
+from pathlib import Path
+
+from race_pause import Pauses
 
 from conftest import Workspace, agent_env, tool_messages
+from core.changes.binding import EDIT_PAUSE_ENV
 from fake_llm import FakeLLM, reply, text, tool_call
 
 ALLOW_DOCS = '[[rule]]\ntool = "write_file"\npath = "docs/**"\ndecision = "allow"\n'
@@ -139,6 +143,69 @@ def test_a_file_edited_between_the_preview_and_the_yes_is_not_written_over(
     assert notes.read_text() == "the person's own edit\n"
     assert "precondition failed: 'notes.md' changed since it was previewed" in answer["content"]
     assert "precondition failed" in agent.stdout
+
+
+def test_an_edit_typed_after_the_file_changed_is_drawn_again_and_asked_again(
+    workspace: Workspace,
+):
+    """Issue 41 at the terminal, piped: the person reads the call's diff against v1, the
+    file becomes v2 behind the agent's back, and `e: {json}` is refused (v2 intact, nothing
+    run), the fresh diff drawn and the call asked again; the same edit then, with nothing
+    changed since, writes the edited content."""
+    notes = workspace.root / "notes.md"
+    notes.write_text("version 1\n")
+    script = [reply(tool_calls=[write("notes.md", "the model's notes\n")]), text("Told.")]
+    edit = "e: " + json.dumps({"path": "notes.md", "content": "the person's notes\n"})
+    with FakeLLM(script, auto_route="filesystem") as llm:
+        agent = workspace.start(llm.base_url)
+        agent.send("update the notes")
+        agent.wait_for("+the model's notes", timeout=120)  # v1's diff, the answer awaited
+        notes.write_text("version 2\n")
+        agent.send(edit)
+        agent.wait_for("changed since you looked", timeout=120)
+        agent.wait_for("-version 2", timeout=120)  # the fresh diff, before it asks again
+        assert notes.read_text() == "version 2\n"
+        assert len(llm.requests_with_tools()) == 1  # nothing resumed
+        agent.send(edit)
+        agent.wait_for("Told.", timeout=120)
+        agent.send("quit")
+        assert agent.finish(timeout=120) == 0
+        [answer] = tool_messages(llm.requests_with_tools()[1])
+
+    assert notes.read_text() == "the person's notes\n"
+    assert "edited this write_file call" in answer["content"]
+    assert agent.stdout.count("write_file? [y/n/e/a/r/?]") == 2
+
+
+def test_an_edit_is_refused_when_its_file_changes_between_the_bindings_two_reads(
+    workspace: Workspace, tmp_path: Path
+):
+    """The terminal's edit is checked against the call's preview, then its own arguments are
+    planned: a file changed between those two reads (the binding paused there,
+    FSAGENT_TEST_EDIT_PAUSE) is refused too, never run with a state no one was shown."""
+    notes = workspace.root / "notes.md"
+    notes.write_text("version 1\n")
+    script = [reply(tool_calls=[write("notes.md", "the model's notes\n")]), text("Told.")]
+    edit = "e: " + json.dumps({"path": "notes.md", "content": "the person's notes\n"})
+    pauses = Pauses(tmp_path / "pause")
+    with FakeLLM(script, auto_route="filesystem") as llm:
+        agent = workspace.start(llm.base_url, env={EDIT_PAUSE_ENV: str(pauses.folder)})
+        agent.send("update the notes")
+        agent.wait_for("+the model's notes", timeout=120)
+        agent.send(edit)
+        assert pauses.next_line() == "paused edit bound"  # the call's preview still holds
+        notes.write_text("version 2\n")
+        pauses.go()
+        agent.wait_for("changed since you looked", timeout=120)
+        agent.wait_for("-version 2", timeout=120)
+        assert notes.read_text() == "version 2\n"
+        assert len(llm.requests_with_tools()) == 1  # nothing resumed
+        agent.send("n")
+        agent.wait_for("Told.", timeout=120)
+        agent.send("quit")
+        assert agent.finish(timeout=120) == 0
+
+    assert notes.read_text() == "version 2\n"
 
 
 def test_a_deleted_file_replaced_by_a_folder_is_not_deleted(workspace: Workspace):

@@ -135,7 +135,14 @@ def specials(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Path]:
     (root / "plain.txt").write_text("plain text\n")
     os.mkfifo(root / "fifo")
     listener = socket.socket(socket.AF_UNIX)
-    listener.bind(str(root / "socket"))
+    # Bound by a name relative to the folder: a socket's path may not pass 107 bytes, and the
+    # temp folder's length is the machine's, not the test's.
+    cwd = os.getcwd()
+    os.chdir(root)
+    try:
+        listener.bind("socket")
+    finally:
+        os.chdir(cwd)
     listener.listen()
     if os.geteuid() == 0:  # devices need root; /dev/zero's numbers make an endless reader
         os.mknod(root / "zero_device", stat.S_IFCHR | 0o666, os.makedev(1, 5))

@@ -83,7 +83,7 @@ def test_other_roots_are_asked_about_at_a_terminal(workspace: Workspace):
 
         screen = PtyScreen(command, str(other), agent_env())
         at = screen.wait_for("Act in the roots given for this session? [y/N]")
-        told = screen.screen_text()[:at].replace("\n", "")  # the line, wrapped at 120
+        told = screen.screen_text()[:at]
         assert f"was started with --root {workspace.root.resolve()}, not --root {other}." in told
         screen.enter("y")
         at = screen.wait_for(f"Root: {other} · Approval: ask", at)

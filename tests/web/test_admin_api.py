@@ -267,9 +267,10 @@ def test_per_call_decisions_reject_one_edit_another_and_stream_the_run(workspace
                 previews = {c["id"]: c["preview"] for c in events[-2][1]["calls"]}
                 assert previews["call_b"][-2:] == ["-old", "+new"]  # a diff of the change
 
+                mine = {"path": "a.txt", "content": "mine\n"}
                 body = {
                     "decisions": {
-                        "call_a": {"type": "edit", "args": {"path": "a.txt", "content": "mine\n"}},
+                        "call_a": await served.edited("t", "call_a", mine),
                         "call_b": {"type": "reject", "message": "keep b as it is"},
                     }
                 }

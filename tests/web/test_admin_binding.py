@@ -167,17 +167,113 @@ def test_a_preview_id_binds_its_own_thread_call_arguments_and_state_only(workspa
                 ):
                     refused = await served.decide(thread, body)
                     assert refused.status_code == 412, refused.text
+                    # Nothing changed: said so, not "it changed since" (issue 41).
+                    said = refused.json()["error"]
+                    assert "this preview id belongs to another call" in said, said
+                    assert "changed since" not in said
 
                 notes.write_text("version 2\n")
-                session = await opened(served.app.state.service, "t")
-                now = await session.preview(seen["t"])  # the state as it is now
-                assert now.expect is not None
-                stale = await served.decide(
-                    "t", approve(seen["t"]["preview_id"], expect=now.expect)
-                )
-                assert stale.status_code == 412, stale.text  # v1's id with v2's state
+                stale = await served.decide("t", approve(seen["t"]["preview_id"]))
+                assert stale.status_code == 412, stale.text
+                said = stale.json()["error"]
+                assert "changed since you looked" in said and "another call" not in said
                 assert len(llm.requests_with_tools()) == 2  # nothing resumed
                 assert notes.read_text() == "version 2\n"
 
     asyncio.run(scenario())
     assert notes.read_text() == "version 2\n"
+
+
+def test_an_http_approval_never_takes_the_state_from_its_body(workspace: Workspace):
+    """Issue 41: an `expect` in an approval (or an edit) was trusted when the preview_id was
+    its digest, and the file was not read again. A body that carries one is refused (400),
+    whatever it says: the state of v2 forged with v1's id, or the state as it is now with an
+    id made over it, and nothing resumes; the server reads the state itself."""
+    notes = workspace.root / "notes.md"
+    notes.write_text("version 1\n")
+    call = tool_call("write_file", {"path": "notes.md", "content": "the model's\n"}, id="call_w")
+
+    async def scenario() -> None:
+        with FakeLLM([reply(tool_calls=[call]), text("Told.")], auto_route="filesystem") as llm:
+            async with serving(workspace, llm.base_url) as served:
+                await served.say("t", "update the notes")
+                listed = await served.client.get("/api/admin/approvals", headers=ADMIN)
+                [seen] = listed.json()["approvals"][0]["calls"]
+                notes.write_text("version 2\n")
+                session = await opened(served.app.state.service, "t")
+                now = await session.preview(seen)  # the state as it is now, and its id
+                assert now.expect is not None
+                edit = await served.edited("t", "call_w", {"path": "notes.md", "content": "x\n"})
+                for decision in (
+                    {"type": "approve", "preview_id": seen["preview_id"], "expect": now.expect},
+                    {"type": "approve", "preview_id": now.preview_id, "expect": now.expect},
+                    {**edit, "expect": now.expect},
+                ):
+                    forged = await served.decide("t", {"decisions": {"call_w": decision}})
+                    assert forged.status_code == 400, forged.text
+                    assert "takes no 'expect'" in forged.json()["error"]
+                assert len(llm.requests_with_tools()) == 1  # nothing resumed
+                assert notes.read_text() == "version 2\n"
+
+    asyncio.run(scenario())
+    assert notes.read_text() == "version 2\n"
+
+
+def test_an_edit_is_bound_to_its_own_preview_as_an_approval_is(workspace: Workspace):
+    """Issue 41 in the inbox's requests: "Preview the edit" shows v1 -> the edited text, the
+    file becomes v2, the edit sent with that preview's id is 412 ("changed since you
+    looked"), v2 intact and nothing resumed; an edit without a preview is 428, one with the
+    id of an edit of other arguments or of another thread's call is 412 ("belongs to another
+    call"); the edit previewed again, with nothing changed since, writes the edited text."""
+    notes = workspace.root / "notes.md"
+    notes.write_text("version 1\n")
+    call = tool_call("write_file", {"path": "notes.md", "content": "the model's\n"}, id="call_w")
+    script = by_request(
+        {
+            "update": [reply(tool_calls=[call]), text("Edited.")],
+            "also": [reply(tool_calls=[call]), text("Also.")],
+        }
+    )
+    mine = {"path": "notes.md", "content": "the person's\n"}
+
+    async def scenario() -> None:
+        with FakeLLM(script, auto_route="filesystem") as llm:
+            async with serving(workspace, llm.base_url) as served:
+                await served.say("t", "update the notes")
+                await served.say("u", "also update the notes")  # the same call id and state
+                shown = await served.edit_preview("t", "call_w", mine)
+                assert "-version 1" in shown["lines"] and "+the person's" in shown["lines"]
+                notes.write_text("version 2\n")
+
+                def edit(preview_id: str | None, args: dict = mine) -> dict:
+                    decision = {"type": "edit", "args": args}
+                    if preview_id is not None:
+                        decision["preview_id"] = preview_id
+                    return {"decisions": {"call_w": decision}}
+
+                stale = await served.decide("t", edit(shown["preview_id"]))
+                assert stale.status_code == 412, stale.text
+                said = stale.json()["error"]
+                assert "changed since you looked" in said and "another call" not in said
+                unbound = await served.decide("t", edit(None))
+                assert unbound.status_code == 428, unbound.text
+                assert "was edited without the preview it answers" in unbound.json()["error"]
+                other_args = await served.edit_preview("t", "call_w", {**mine, "content": "y\n"})
+                other_thread = await served.edit_preview("u", "call_w", mine)
+                for foreign in (other_args["preview_id"], other_thread["preview_id"]):
+                    refused = await served.decide("t", edit(foreign))
+                    assert refused.status_code == 412, refused.text
+                    said = refused.json()["error"]
+                    assert "this preview id belongs to another call" in said, said
+                    assert "changed since" not in said
+                assert len(llm.requests_with_tools()) == 2  # nothing resumed
+                assert notes.read_text() == "version 2\n"
+
+                fresh = await served.edit_preview("t", "call_w", mine)
+                assert "-version 2" in fresh["lines"]
+                decided = await served.decide("t", edit(fresh["preview_id"]))
+                assert decided.status_code == 200, decided.text
+                assert decided.json()["answer"] == "Edited."
+
+    asyncio.run(scenario())
+    assert notes.read_text() == "the person's\n"

@@ -191,7 +191,19 @@ def test_the_inbox_follows_the_server_and_reviews_as_a_reviewer_expects(
             await note.locator("button.preview-edit").click()
             await note.locator(".edit-preview span.add", has_text="+final words").wait_for()
             assert not (workspace.root / "note.txt").exists()  # a dry run, nothing written
+            # The file appears after the edit's diff was drawn: the edit, bound to that
+            # diff, is refused and drawn again with what happened; nothing is written over.
+            (workspace.root / "note.txt").write_text("someone else's\n")
+            await note.locator("button.submit").click()
+            changed = note.locator(".changed")
+            await changed.wait_for()
+            assert "This changed since you looked" in await changed.inner_text()
+            await note.locator("span.del", has_text="-someone else's").wait_for()
+            assert (workspace.root / "note.txt").read_text() == "someone else's\n"
+            await note.locator("input[value=edit]").check()
             await editor.fill(json.dumps({"path": "../../escaped.txt", "content": "x\n"}))
+            await note.locator("button.preview-edit").click()  # an edit binds to its preview
+            await note.locator(".edit-preview", has_text="no plan").wait_for()
             await note.locator("button.submit").click()
             await note.locator(".answer").wait_for()
             assert "approved, then failed" in await note.locator(".result").inner_text()
@@ -278,7 +290,7 @@ def test_the_inbox_follows_the_server_and_reviews_as_a_reviewer_expects(
 
     assert (tmp_path / "inbox.png").stat().st_size > 10_000
     assert (workspace.root / "big.txt").read_text() == new
-    assert not (workspace.root / "note.txt").exists()
+    assert (workspace.root / "note.txt").read_text() == "someone else's\n"
     assert not (workspace.root / "x.txt").exists() and not (workspace.root / "y.txt").exists()
     assert (workspace.root / "k.txt").read_text() == "k\n"
     assert (workspace.root / "c.txt").read_text() == "c\n"

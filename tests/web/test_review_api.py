@@ -113,7 +113,11 @@ def test_the_api_keeps_questions_refuses_ambiguous_json_and_answers_in_the_seed_
 
         # An edit the sandbox refuses: approved, and the result says it failed, by path.
         post(f"{url}/api/threads/e/messages", {"text": "escape"}, token=False)
-        edit = {"type": "edit", "args": {"path": "../../escaped.txt", "content": "x\n"}}
+        escaping = {"path": "../../escaped.txt", "content": "x\n"}
+        edit_preview = post(
+            f"{url}/api/admin/approvals/e/preview", {"call_id": "c2", "args": escaping}
+        )
+        edit = {"type": "edit", "args": escaping, "preview_id": edit_preview.json()["preview_id"]}
         edited = post(f"{url}/api/admin/approvals/e", {"decisions": {"c2": edit}})
         assert edited.status_code == 200, edited.text
         [result] = edited.json()["results"]

@@ -3,23 +3,31 @@
 // turn's events. Plain JavaScript, no build step, nothing loaded from elsewhere.
 //
 // Everything the model or a file wrote is put on the page as text (textContent), never as
-// HTML. The admin token is typed once and kept in sessionStorage (this tab only); it is sent
-// as a bearer header and never put in a URL.
+// HTML, and written out as the terminal does (text.js, `visible`): `el` passes every text,
+// string child and shown attribute through it. The admin token is typed once and kept in
+// sessionStorage (this tab only); it is sent as a bearer header and never put in a URL.
 "use strict";
 
 const TOKEN_KEY = "fsagent.adminToken";
 const $ = (selector, root = document) => root.querySelector(selector);
 
+// Attributes a person reads (a tooltip, what a screen reader says): written out like text.
+// Others (data-call, value) keep their raw value: the page looks calls up and answers by it.
+const SHOWN_ATTRIBUTES = new Set(["title", "aria-label", "placeholder"]);
+
 function el(tag, attrs = {}, ...children) {
   const node = document.createElement(tag);
   for (const [key, value] of Object.entries(attrs)) {
     if (key === "class") node.className = value;
-    else if (key === "text") node.textContent = value;
+    else if (key === "text") node.textContent = visible(value);
     else if (value === true) node.setAttribute(key, "");
-    else if (value !== false && value != null) node.setAttribute(key, value);
+    else if (value !== false && value != null) {
+      node.setAttribute(key, SHOWN_ATTRIBUTES.has(key) ? visible(value, "") : value);
+    }
   }
   for (const child of children) {
-    if (child != null) node.append(child);
+    if (typeof child === "string") node.append(visible(child));
+    else if (child != null) node.append(child);
   }
   return node;
 }
@@ -36,7 +44,7 @@ function showTokenState() {
 
 function askForToken(why) {
   $("#token-panel").hidden = false;
-  $("#token-error").textContent = why || "";
+  $("#token-error").textContent = visible(why || "");
   $("#token-input").focus();
 }
 
@@ -167,7 +175,7 @@ function previewView(thread, call, lines) {
           body: JSON.stringify({ call_id: call.id, offset }),
         });
         if (!response.ok) {
-          note.textContent = await errorText(response);
+          note.textContent = visible(await errorText(response));
           more.disabled = false;
           return;
         }
@@ -202,16 +210,17 @@ function argsView(args) {
   const list = el("dl", { class: "args" });
   for (const [key, value] of Object.entries(args || {})) {
     const shown = typeof value === "string" ? value : JSON.stringify(value, null, 2);
-    list.append(el("dt", { text: key }), el("dd", {}, el("pre", { class: "arg", text: shown })));
+    list.append(el("dt", { text: visible(key, "") }), el("dd", {}, el("pre", { class: "arg", text: shown })));
   }
   return list;
 }
 
+// Where a call acts, as drawn: a name, so every hidden character is written out, a newline too.
 function callPath(args) {
   if (!args) return "";
-  if (typeof args.path === "string") return args.path;
+  if (typeof args.path === "string") return visible(args.path, "");
   if (typeof args.source === "string" && typeof args.destination === "string") {
-    return `${args.source} → ${args.destination}`;
+    return `${visible(args.source, "")} → ${visible(args.destination, "")}`;
   }
   return "";
 }
@@ -251,6 +260,8 @@ function editPreview(thread, call, editor) {
       return;
     }
     const page = await response.json();
+    // An edit is bound like a yes: to this preview of exactly these arguments (issue 41).
+    call.edit_preview = { args: JSON.stringify(args), preview_id: page.preview_id };
     shown.replaceChildren(
       el("div", { class: "label", text: "What the edited call would change" }),
       el("pre", { class: "diff" }, ...page.lines.map(diffLine)),
@@ -273,7 +284,7 @@ function callView(thread, call) {
   const editor = el("textarea", {
     class: "edit-args", rows: "8", hidden: true, "aria-label": `the edited arguments of ${call.id}`,
   });
-  editor.value = JSON.stringify(call.args, null, 2);
+  editor.value = jsonVisible(JSON.stringify(call.args, null, 2));
   const edit = editPreview(thread, call, editor);
   const editBox = el("div", { class: "edit-box", hidden: true }, editor, edit.button, edit.shown);
   const choices = el("fieldset", { class: "decision" }, el("legend", { class: "label", text: "Decision" }));
@@ -292,8 +303,8 @@ function callView(thread, call) {
   const path = callPath(call.args);
   return el(
     "div", { class: "call", "data-call": call.id },
-    el("h3", {}, `${call.name} `, el("span", { class: "path", text: path }), " ",
-      el("span", { class: "call-id", text: call.id })),
+    el("h3", {}, `${visible(call.name, "")} `, el("span", { class: "path", text: path }), " ",
+      el("span", { class: "call-id", text: visible(call.id, "") })),
     el("details", { class: "args-box" }, el("summary", { class: "label", text: "Arguments" }), argsView(call.args)),
     el("div", { class: "label", text: "What it would change" }),
     call.preview.length ? previewView(thread, call, call.preview_first || call.preview) : el("p", { class: "status", text: "(no preview)" }),
@@ -320,7 +331,9 @@ function decisionsOf(form, calls) {
       } catch (error) {
         throw new Error(`the edited arguments of ${call.id} are not JSON: ${error.message}`);
       }
-      decisions[call.id] = { type: "edit", args };
+      // Bound to the edit's own preview of these very arguments; none yet is the server's 428.
+      const previewed = call.edit_preview?.args === JSON.stringify(args);
+      decisions[call.id] = { type: "edit", args, ...(previewed ? { preview_id: call.edit_preview.preview_id } : {}) };
     }
   }
   return { decisions };
@@ -390,10 +403,22 @@ function dismissButton(target) {
   return button;
 }
 
+// What the server's 412/428 line says happened (core/changes/binding.py words it).
+function changedHeadline(said) {
+  if (said.includes("belongs to another call")) {
+    return "⚠ The decision was sent with another call's preview; nothing changed here. " +
+      "Look at this call's preview below and decide again. Nothing was run.";
+  }
+  if (said.includes("changed since you looked")) {
+    return "⚠ This changed since you looked: look again at the preview below and decide again. " +
+      "Nothing was run.";
+  }
+  return "⚠ This was not previewed: look at the preview below and decide again. Nothing was run.";
+}
+
 function changedNotice(said) {
   const notice = el("div", { class: "changed error", role: "alert" },
-    el("p", { text: "⚠ This changed since you looked, or was not previewed: look again at the " +
-      "preview below and decide again. Nothing was run." }),
+    el("p", { text: changedHeadline(said) }),
     el("p", { class: "status", text: `The server said: ${said}` }));
   notice.append(dismissButton(notice));
   return notice;
@@ -505,7 +530,7 @@ function threadView(item, changed = null) {
       const decision = body.decisions[call.id];
       const why = decision.message ? `: ${decision.message}` : "";
       const path = callPath(decision.args || byId[call.id].args);
-      return el("li", { text: `${DECIDED[decision.type]} ${call.name} ${path} (${call.id})${why}` });
+      return el("li", { text: `${DECIDED[decision.type]} ${visible(call.name, "")} ${path} (${visible(call.id, "")})${why}` });
     });
     const failed = (outcome.results || []).some((r) => r.failed && !asking &&
       ["approve", "edit"].includes(body.decisions[r.id]?.type));
@@ -524,7 +549,7 @@ function threadView(item, changed = null) {
     result.append(dismissButton(article));  // the outcome stays until it is read
     refreshSoon();
   });
-  const paths = item.calls.map((call) => callPath(call.args) || call.name).join(", ");
+  const paths = item.calls.map((call) => callPath(call.args) || visible(call.name, "")).join(", ");
   const summary = el(
     "summary", {},
     el("span", { class: "thread-name", text: item.thread }), " ",
@@ -599,7 +624,7 @@ async function fetchInbox() {
   if (!list.childElementCount) status.textContent = "Loading…";
   const response = await reach("/api/admin/approvals");
   if (!response.ok) {
-    if (!response.unreachable) status.textContent = await errorText(response);
+    if (!response.unreachable) status.textContent = visible(await errorText(response));
     return;
   }
   const { approvals } = await response.json();
@@ -698,8 +723,8 @@ $("#notify").addEventListener("click", async () => {
 function notifyArrival(item, article) {
   if (!("Notification" in window) || Notification.permission !== "granted") return;
   const what = item.kind === "question" ? "a question"
-    : item.calls.map((call) => callPath(call.args) || call.name).join(", ");
-  const note = new Notification(`fsagent: ${item.thread} waits for approval`, {
+    : item.calls.map((call) => callPath(call.args) || visible(call.name, "")).join(", ");
+  const note = new Notification(`fsagent: ${visible(item.thread, "")} waits for approval`, {
     body: what, tag: article.dataset.key,
   });
   note.onclick = () => {
@@ -866,7 +891,7 @@ function parseEvent(block) {
 function showEvent(state, { kind, data }) {
   if (kind === "text") {
     if (!state.agent) state.agent = logLine("agent", "agent> ");
-    state.agent.textContent += data.text;
+    state.agent.textContent += visible(data.text);  // character by character: deltas join
     return;
   }
   if (kind === "answer") {

@@ -1,5 +1,5 @@
-// diff.js: draws one call's diff (issue 32, "the change first"). Loaded before app.js, whose
-// `el` it uses when drawing. A unified diff's lines become rows: context, a fold where the
+// diff.js: draws one call's diff (issue 32, "the change first"). Loaded after text.js, whose
+// `visible` writes out what a line must not draw raw, and before app.js, whose `el` it uses. A unified diff's lines become rows: context, a fold where the
 // diff leaves unchanged lines out, and changes, each removed line beside the added line it
 // pairs with, so a rewrite shows new lines on its first screen. Old and new line numbers come
 // from the hunk headers; the changed words come from the server (core/changes/diff_view.py),
@@ -103,16 +103,23 @@ function diffItems(rows, split) {
 }
 
 // A line's text with its changed words marked; the text stays whole (sign included).
+// The server counts the spans in code points (core/changes/diff_view.py, as Python and the
+// terminal count), and a JS string slices in UTF-16 units, which differ after every emoji or
+// other character past U+FFFF; so the line is cut as an array of code points. Converted here,
+// not sent twice by the server: the API keeps one unit, and only the page needs another.
+// Each piece is written out (text.js) after it is cut: an escape is longer than the
+// character, and would move every mark after it.
 function markedText(side, kind) {
   const node = el("span", { class: `text ${kind}` });
-  const text = side.text;
+  const points = Array.from(side.text);
+  const piece = (from, to) => visible(points.slice(from, to).join(""), "\t");
   let at = 1;  // the spans count from after the sign
-  node.append(text.slice(0, 1));
+  node.append(piece(0, 1));
   for (const [start, end] of side.words) {
-    node.append(text.slice(at, start + 1), el("mark", { class: "word", text: text.slice(start + 1, end + 1) }));
+    node.append(piece(at, start + 1), el("mark", { class: "word", text: piece(start + 1, end + 1) }));
     at = end + 1;
   }
-  node.append(text.slice(at) || (text === "" ? " " : ""));
+  node.append(piece(at) || (side.text === "" ? " " : ""));
   return node;
 }
 
@@ -124,7 +131,7 @@ function sideCells(side, kind, which) {
   if (!side) return [lineNumber(null, which), el("span", { class: `text empty side-${which}`, text: " " })];
   const text = markedText(side, kind);
   text.classList.add(`side-${which}`);
-  text.title = side.text;
+  text.title = visible(side.text, "\t");
   return [lineNumber(side.no, which), text];
 }
 
