@@ -10,7 +10,8 @@ from langchain_core.messages import AIMessage, AnyMessage, HumanMessage, ToolMes
 
 from core.approval.decisions import ToolCall
 from core.changes.binding import Preview
-from core.changes.diff_view import first_view, is_diff, totals, word_spans
+from core.changes.diff_view import first_view, first_view_flags, is_diff, totals, word_spans
+from core.changes.marks import Flag
 from core.session import ThreadSession
 from core.threads.messages import content_text
 from core.threads.threads import ThreadView, pending_approval
@@ -67,6 +68,9 @@ async def previewed(session: ThreadSession, calls: Sequence[ToolCall]) -> list[d
                 **bare_call(call),
                 "preview": shown.lines,
                 "preview_id": shown.preview_id,
+                # The characters marked in the lines (core.changes.marks): look-alikes,
+                # whitespace drawn as signs, control characters, by line index.
+                "preview_flags": shown.flag_data(),
                 **await drawn_diff(session, call, shown),
             }
         )
@@ -94,13 +98,23 @@ async def drawn_diff(session: ThreadSession, call: ToolCall, shown: Preview) -> 
         "diff_totals": totals(whole.lines),
         "preview_first": first,
         "preview_words": word_spans(first),
+        "preview_first_flags": flag_data(first_view_flags(whole.lines, whole.flags)),
     }
 
 
-def page_facts(lines: list[str], offset: int, end: int) -> dict[str, Any]:
-    """A page of a whole preview's totals and its changed words (by index in the whole)."""
+def flag_data(flags: dict[int, list[Flag]]) -> dict[str, list[dict[str, Any]]]:
+    return {str(at): [found.data() for found in flags[at]] for at in sorted(flags)}
+
+
+def page_facts(shown: Preview, offset: int, end: int) -> dict[str, Any]:
+    """A page of a whole preview's totals, its changed words and its marked characters (by
+    index in the whole)."""
+    lines = shown.lines
+    if not is_diff(lines):
+        return {}
     words = {at: spans for at, spans in word_spans(lines).items() if offset <= at < end}
-    return {"totals": totals(lines), "words": words} if is_diff(lines) else {}
+    flags = flag_data({at: found for at, found in shown.flags.items() if offset <= at < end})
+    return {"totals": totals(lines), "words": words, "flags": flags}
 
 
 async def detail(session: ThreadSession, view: ThreadView) -> dict[str, Any]:
