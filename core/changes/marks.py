@@ -53,6 +53,7 @@ WORD = re.compile(r"\w+")
 CONTROL_NAMES = {
     "\x00": "NULL",
     "\x08": "BACKSPACE",
+    "\t": "CHARACTER TABULATION",  # a tab drawn as → is named in the inbox's title
     "\x0b": "LINE TABULATION",
     "\x0c": "FORM FEED",
     "\x0d": "CARRIAGE RETURN",
