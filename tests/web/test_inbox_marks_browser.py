@@ -61,6 +61,11 @@ def mirror(n: int, host: str) -> str:
     return f"mirror {n} = https://{host}.org/simple/{n}\n"
 
 
+def long_line(host: str) -> str:
+    """A line too long to draw whole: shown by its change, `+[col 202] …`."""
+    return "x" * 200 + f" https://{host}.org " + "y" * 200 + "\n"
+
+
 async def marks(line: Any) -> list[tuple[str, str, str]]:
     """Each flagged character's mark in a drawn line: its class, its text and its title."""
     found = await line.locator("mark.flag").evaluate_all(
@@ -95,6 +100,7 @@ def test_look_alikes_and_drawn_whitespace_are_marked_where_they_are(
     new_conf = f"{EMOJI} index = https://руpi.org/simple"
     (workspace.root / "pip.conf").write_text(old_conf + "\n")
     (workspace.root / "build.sh").write_text("rm -rf ./build\nmake all\n    cc main.c\n")
+    (workspace.root / "long.txt").write_text(long_line("pypi"))
     (workspace.root / "mirrors.txt").write_text("".join(mirror(n, "pypi") for n in range(300)))
     rewrite = "".join(
         mirror(n, "руpi" if n in (1, 250) else "pypi").replace("simple", "s") for n in range(300)
@@ -107,6 +113,7 @@ def test_look_alikes_and_drawn_whitespace_are_marked_where_they_are(
             id="c_ws",
         ),
         tool_call("write_file", {"path": "mirrors.txt", "content": rewrite}, id="c_big"),
+        tool_call("write_file", {"path": "long.txt", "content": long_line("руpi")}, id="c_long"),
     ]
 
     async def review(url: str) -> None:
@@ -129,6 +136,18 @@ def test_look_alikes_and_drawn_whitespace_are_marked_where_they_are(
             warning = conf.locator(".row-note", has_text="⚠ look-alike characters (+): р U+0440")
             assert await warning.inner_text() == f"⚠ look-alike characters (+): р {ER}, у {U}"
             await shoot(conf, tmp_path / "look-alike.png")
+            await conf.locator("input[type=radio][value=edit]").check()  # the edit's preview too
+            edited = conf.locator(".edit-preview span.add")
+            await edited.wait_for()
+            assert await marks(edited) == [("flag lookalike", "р", ER), ("flag lookalike", "у", U)]
+
+            # A long line's part counts from after its `[col N] `.
+            part = page.locator('.call[data-call="c_long"] pre.diff-scroll .text.add')
+            drawn = await part.inner_text()
+            assert drawn.startswith("+[col ") and "руpi" in drawn
+            assert await marks(part) == [("flag lookalike", "р", ER), ("flag lookalike", "у", U)]
+            at = drawn[: drawn.index("р")]
+            assert await before_marks(part) == [at, at + "р"]
 
             ws = page.locator('.call[data-call="c_ws"] pre.diff-scroll')
             rows = ws.locator(".text.add")
