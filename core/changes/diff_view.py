@@ -14,7 +14,7 @@ import re
 from collections.abc import Iterator, Mapping
 
 from core.changes.intraline import LINE_WIDTH, changed_spans
-from core.changes.marks import Flag
+from core.changes.marks import Flag, notes_after
 from core.changes.preview import PREVIEW_LINES
 from core.text import counted
 
@@ -157,7 +157,10 @@ def first_view_picks(lines: list[str], limit: int) -> tuple[list[int], str | Non
             at = (added or removed)[-1] + 1
             continue
         half = max(1, room // 2) if removed and added else room
-        taken = removed[:half] + added[:half]
+        # The run's notes (core.changes.marks: its look-alikes and unusual characters, a line
+        # ending that changed) come after all of it; the part shown keeps them, so a warning
+        # is on the first screen with the letters it names.
+        taken = removed[:half] + added[:half] + notes_after(lines, (added or removed)[-1])
         shown += taken
         used += len(taken)
         break

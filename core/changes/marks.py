@@ -46,6 +46,8 @@ LEGEND = {
     "other-space": "⍽ another kind of space (named above)",
     "line-ending": "␍ a carriage return: the line ends CRLF",
 }
+# How each note said after a run starts (run_notes): a page that shows part of a run keeps them.
+NOTE_STARTS = ("⚠ look-alike characters (", "⚠ unusual characters (", "(line ending ")
 # A long line's part as intraline draws it: its column, then its text.
 COLUMN = re.compile(r"\[col [\d,]+\] ")
 WORD = re.compile(r"\w+")
@@ -272,6 +274,15 @@ def mark(lines: list[str]) -> Marked:
     if kinds:
         out.append("(" + ", ".join(LEGEND[k] for k in LEGEND if k in kinds) + ")")
     return Marked(out, flags)
+
+
+def notes_after(lines: list[str], at: int) -> list[int]:
+    """The indexes of the notes said right after line `at`, the last of a run."""
+    found = []
+    while at + 1 < len(lines) and lines[at + 1].startswith(NOTE_STARTS):
+        at += 1
+        found.append(at)
+    return found
 
 
 def after_parts(lines: list[str], at: int) -> int:

@@ -145,6 +145,24 @@ def test_the_first_view_of_a_cut_diff_keeps_its_flags_on_its_lines():
     assert all(first[at].startswith("+") for at in flags)
 
 
+def test_the_first_view_of_a_cut_run_keeps_the_run_s_warning():
+    """A 100-line rewrite with a look-alike in its first line: its first view shows only the
+    start of the run, and the warning said after the whole run comes with it."""
+    lines = ["--- a/f", "+++ b/f", "@@ -1,100 +1,100 @@"]
+    lines += [f"-url {n} pypi" for n in range(100)]
+    lines += [f"+url {n} {'руpi' if n == 0 else 'pipy'}" for n in range(100)]
+    marked = mark(shown_lines(lines))
+    first = first_view(marked.lines)
+    warning = "⚠ look-alike characters (+): р U+0440 CYRILLIC SMALL LETTER ER, у U+0443"
+    at = next(i for i, line in enumerate(first) if line.startswith(warning))
+    assert first[at - 1].startswith("+url ") and first[at + 1].startswith("… ")
+    assert (
+        first[at + 1]
+        == f"… {len(marked.lines) - at - 1} more lines not shown ({len(marked.lines):,} in all)"
+    )
+    assert list(first_view_flags(marked.lines, marked.flags)) == [first.index("+url 0 руpi")]
+
+
 SHORT = st.text(st.sampled_from(list("ab p.") + ["\t", "\u00a0", "·", "\r", "р", "→"]), max_size=12)
 
 

@@ -168,6 +168,8 @@ def test_look_alikes_and_drawn_whitespace_are_marked_where_they_are(
             second = scroller.locator(".text.add", has_text="mirror 1 =")
             assert await marks(second) == [("flag lookalike", "р", ER), ("flag lookalike", "у", U)]
             assert await before_marks(second) == ["+mirror 1 = https://", "+mirror 1 = https://р"]
+            # The run's warning is in the first view too, with the letters it names.
+            await scroller.locator(".row-note", has_text="⚠ look-alike characters (+)").wait_for()
             await big.locator("button.whole-diff").click()
             await big.locator(".status", has_text="the whole diff").wait_for()
             far = scroller.locator(".text.add", has_text="mirror 250 =")
