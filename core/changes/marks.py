@@ -33,7 +33,7 @@ from __future__ import annotations
 import functools
 import re
 import unicodedata
-from collections.abc import Iterator
+from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field, replace
 from typing import Any
 
@@ -256,7 +256,6 @@ def mark(lines: list[str]) -> Marked:
             notes.setdefault(after_parts(lines, (added or removed)[-1]), []).extend(said)
     out: list[str] = []
     flags: dict[int, list[Flag]] = {}
-    kinds: set[str] = set()
     started = False
     for index, line in enumerate(lines):
         started = started or line.startswith(("@@", "new file "))
@@ -265,15 +264,23 @@ def mark(lines: list[str]) -> Marked:
             prefix, text = body(line)
             line = prefix + drawn(text, found)
             flags[len(out)] = found
-            kinds.update(f.kind for f in found if f.shown is not None)
         ending = any(f.kind == "line-ending" for f in found)
         if started and line[:1] in " +-" and line.endswith("\r") and not ending:
             line = line[:-1]  # an ending both sides share, or a line not compared
         out.append(line)
         out += notes.get(index, [])
-    if kinds:
-        out.append("(" + ", ".join(LEGEND[k] for k in LEGEND if k in kinds) + ")")
+    out += legend(f for found in flags.values() for f in found)
     return Marked(out, flags)
+
+
+def legend(flags: Iterable[Flag]) -> list[str]:
+    """The legend line of the signs these flags draw (none drawn: no line)."""
+    kinds = {f.kind for f in flags if f.shown is not None}
+    return ["(" + ", ".join(LEGEND[k] for k in LEGEND if k in kinds) + ")"] if kinds else []
+
+
+def is_legend(line: str) -> bool:
+    return line.startswith("(") and line[1:].startswith(tuple(LEGEND.values()))
 
 
 def notes_after(lines: list[str], at: int) -> list[int]:
