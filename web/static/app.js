@@ -144,7 +144,8 @@ function previewView(thread, call, lines) {
   const body = el("div", { class: "preview-body" });
   const render = () => {
     const at = body.firstChild && body.firstChild.topLine ? body.firstChild.topLine() : null;
-    body.replaceChildren(diffView(shown, words, split, at, flags));  // the same lines in view
+    const label = `what ${visible(call.name, "")} ${callPath(call.args)} would change (${visible(call.id, "")})`;
+    body.replaceChildren(diffView(shown, words, split, at, flags, label));  // the same lines in view
   };
   const tools = el("div", { class: "preview-tools" });
   const totals = call.diff_totals;

@@ -205,7 +205,7 @@ function oldLineAt(items, index) {
 
 // The drawn diff: one scroll container whose rows are drawn as they come into view; `at`, an
 // old line number, is put at the top (the other layout's view, when the reviewer switches).
-function diffView(lines, words, split, at = null, flags = {}) {
+function diffView(lines, words, split, at = null, flags = {}, label = "what it would change") {
   const rows = diffRows(lines, words, flags);
   const items = diffItems(rows, split);
   // Where each change starts (a change right after another one is the same change).
@@ -213,9 +213,10 @@ function diffView(lines, words, split, at = null, flags = {}) {
   const space = el("span", { class: "diff-space" });
   space.style.height = `${items.length * DIFF_ROW_PX}px`;
   // A region Tab reaches, so the keyboard scrolls a long diff (axe-core:
-  // scrollable-region-focusable), named for a screen reader.
+  // scrollable-region-focusable), named for a screen reader, one name per call (axe-core:
+  // landmark-unique, with two calls in a thread).
   const scroller = el("pre", {
-    class: `diff diff-scroll${split ? " split" : ""}`, tabindex: "0", role: "region", "aria-label": "what it would change",
+    class: `diff diff-scroll${split ? " split" : ""}`, tabindex: "0", role: "region", "aria-label": label,
   }, space);
   let drawn = "";
   let current = -1;  // the change jumped to last, while the view stays where the jump put it
