@@ -101,6 +101,7 @@ def test_look_alikes_and_drawn_whitespace_are_marked_where_they_are(
     (workspace.root / "pip.conf").write_text(old_conf + "\n")
     (workspace.root / "build.sh").write_text("rm -rf ./build\nmake all\n    cc main.c\n")
     (workspace.root / "long.txt").write_text(long_line("pypi"))
+    (workspace.root / "ctl.txt").write_text("a = 1\n")
     (workspace.root / "mirrors.txt").write_text("".join(mirror(n, "pypi") for n in range(300)))
     rewrite = "".join(
         mirror(n, "руpi" if n in (1, 250) else "pypi").replace("simple", "s") for n in range(300)
@@ -114,6 +115,7 @@ def test_look_alikes_and_drawn_whitespace_are_marked_where_they_are(
         ),
         tool_call("write_file", {"path": "mirrors.txt", "content": rewrite}, id="c_big"),
         tool_call("write_file", {"path": "long.txt", "content": long_line("руpi")}, id="c_long"),
+        tool_call("write_file", {"path": "ctl.txt", "content": "a = 1\x1b[2J\n"}, id="c_ctl"),
     ]
 
     async def review(url: str) -> None:
@@ -162,6 +164,12 @@ def test_look_alikes_and_drawn_whitespace_are_marked_where_they_are(
             assert "⚠ unusual characters (+): U+00A0 NO-BREAK SPACE" in notes
             assert notes[-1].startswith("(· a space, → a tab, ⍽ another kind of space")
             await shoot(page.locator('.call[data-call="c_ws"]'), tmp_path / "whitespace.png")
+
+            # A control character is marked as the terminal writes it out.
+            ctl = page.locator('.call[data-call="c_ctl"] pre.diff-scroll .text.add')
+            assert await ctl.inner_text() == "+a = 1\\x1b[2J"
+            assert await marks(ctl) == [("flag control", "\\x1b", "U+001B ESCAPE")]
+            assert await before_marks(ctl) == ["+a = 1"]
 
             big = page.locator('.call[data-call="c_big"]')
             scroller = big.locator("pre.diff-scroll")
