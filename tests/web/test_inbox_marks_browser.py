@@ -94,8 +94,10 @@ def test_look_alikes_and_drawn_whitespace_are_marked_where_they_are(
     """`pypi` -> `руpi` after five emoji: exactly `р` and `у` are marked, on those letters,
     named, unified and side by side, with the server's warning under them; a trailing space,
     a tab for spaces and a no-break space are marked as the signs drawn for them, with the
-    legend; in a cut 300-line rewrite the look-alike on its second line is marked in the
-    first view, and the one on line 250 once the whole diff is loaded."""
+    legend; an edit's preview, a long line's part and a written-out ESC are marked where they
+    are; in a cut 300-line rewrite the look-alike on its second line is marked in the first
+    view, under the run's warning, and the one on line 250 once the whole diff is loaded;
+    axe-core finds nothing wrong (the marks' contrast)."""
     old_conf = f"{EMOJI} index = https://pypi.org/simple"
     new_conf = f"{EMOJI} index = https://руpi.org/simple"
     (workspace.root / "pip.conf").write_text(old_conf + "\n")
