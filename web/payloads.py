@@ -10,7 +10,7 @@ from langchain_core.messages import AIMessage, AnyMessage, HumanMessage, ToolMes
 
 from core.approval.decisions import ToolCall
 from core.changes.binding import Preview
-from core.changes.diff_view import first_view, first_view_flags, is_diff, totals, word_spans
+from core.changes.diff_view import first_view_page, is_diff, totals, word_spans
 from core.changes.marks import Flag
 from core.session import ThreadSession
 from core.threads.messages import content_text
@@ -93,12 +93,13 @@ async def drawn_diff(session: ThreadSession, call: ToolCall, shown: Preview) -> 
     whole = await session.whole_preview(call)
     if whole.preview_id != shown.preview_id:
         return {}
-    first = first_view(whole.lines) + shown.lines[cut + 1 :]  # the undo note after the cut
+    # After the cut: the undo note, and a legend of the signs this view draws.
+    first, flags = first_view_page(whole.lines, whole.flags, shown.lines[cut + 1 :])
     return {
         "diff_totals": totals(whole.lines),
         "preview_first": first,
         "preview_words": word_spans(first),
-        "preview_first_flags": flag_data(first_view_flags(whole.lines, whole.flags)),
+        "preview_first_flags": flag_data(flags),
     }
 
 

@@ -14,7 +14,7 @@ import re
 from collections.abc import Iterator, Mapping
 
 from core.changes.intraline import LINE_WIDTH, changed_spans
-from core.changes.marks import Flag
+from core.changes.marks import Flag, is_legend, legend, notes_after
 from core.changes.preview import PREVIEW_LINES
 from core.text import counted
 
@@ -127,6 +127,18 @@ def first_view(lines: list[str], limit: int = FIRST_VIEW_LINES) -> list[str]:
     return [lines[i] for i in picked] + ([tail] if tail else [])
 
 
+def first_view_page(
+    lines: list[str], flags: Mapping[int, list[Flag]], tail: list[str]
+) -> tuple[list[str], dict[int, list[Flag]]]:
+    """A cut diff's first view as the page draws it, with its marked characters: first_view,
+    then `tail` (what the cut preview says after its cut, such as the undo note) without the
+    cut preview's legend, then the legend of the signs this view draws (the cut preview may
+    show only removed lines where this view shows added ones with signs)."""
+    shown = first_view_flags(lines, flags)
+    said = [line for line in tail if not is_legend(line)]
+    return first_view(lines) + said + legend(f for found in shown.values() for f in found), shown
+
+
 def first_view_flags(
     lines: list[str], flags: Mapping[int, list[Flag]], limit: int = FIRST_VIEW_LINES
 ) -> dict[int, list[Flag]]:
@@ -157,7 +169,10 @@ def first_view_picks(lines: list[str], limit: int) -> tuple[list[int], str | Non
             at = (added or removed)[-1] + 1
             continue
         half = max(1, room // 2) if removed and added else room
-        taken = removed[:half] + added[:half]
+        # The run's notes (core.changes.marks: its look-alikes and unusual characters, a line
+        # ending that changed) come after all of it; the part shown keeps them, so a warning
+        # is on the first screen with the letters it names.
+        taken = removed[:half] + added[:half] + notes_after(lines, (added or removed)[-1])
         shown += taken
         used += len(taken)
         break

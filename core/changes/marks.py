@@ -33,7 +33,7 @@ from __future__ import annotations
 import functools
 import re
 import unicodedata
-from collections.abc import Iterator
+from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field, replace
 from typing import Any
 
@@ -46,6 +46,8 @@ LEGEND = {
     "other-space": "⍽ another kind of space (named above)",
     "line-ending": "␍ a carriage return: the line ends CRLF",
 }
+# How each note said after a run starts (run_notes): a page that shows part of a run keeps them.
+NOTE_STARTS = ("⚠ look-alike characters (", "⚠ unusual characters (", "(line ending ")
 # A long line's part as intraline draws it: its column, then its text.
 COLUMN = re.compile(r"\[col [\d,]+\] ")
 WORD = re.compile(r"\w+")
@@ -53,6 +55,7 @@ WORD = re.compile(r"\w+")
 CONTROL_NAMES = {
     "\x00": "NULL",
     "\x08": "BACKSPACE",
+    "\t": "CHARACTER TABULATION",  # a tab drawn as → is named in the inbox's title
     "\x0b": "LINE TABULATION",
     "\x0c": "FORM FEED",
     "\x0d": "CARRIAGE RETURN",
@@ -253,7 +256,6 @@ def mark(lines: list[str]) -> Marked:
             notes.setdefault(after_parts(lines, (added or removed)[-1]), []).extend(said)
     out: list[str] = []
     flags: dict[int, list[Flag]] = {}
-    kinds: set[str] = set()
     started = False
     for index, line in enumerate(lines):
         started = started or line.startswith(("@@", "new file "))
@@ -262,15 +264,32 @@ def mark(lines: list[str]) -> Marked:
             prefix, text = body(line)
             line = prefix + drawn(text, found)
             flags[len(out)] = found
-            kinds.update(f.kind for f in found if f.shown is not None)
         ending = any(f.kind == "line-ending" for f in found)
         if started and line[:1] in " +-" and line.endswith("\r") and not ending:
             line = line[:-1]  # an ending both sides share, or a line not compared
         out.append(line)
         out += notes.get(index, [])
-    if kinds:
-        out.append("(" + ", ".join(LEGEND[k] for k in LEGEND if k in kinds) + ")")
+    out += legend(f for found in flags.values() for f in found)
     return Marked(out, flags)
+
+
+def legend(flags: Iterable[Flag]) -> list[str]:
+    """The legend line of the signs these flags draw (none drawn: no line)."""
+    kinds = {f.kind for f in flags if f.shown is not None}
+    return ["(" + ", ".join(LEGEND[k] for k in LEGEND if k in kinds) + ")"] if kinds else []
+
+
+def is_legend(line: str) -> bool:
+    return line.startswith("(") and line[1:].startswith(tuple(LEGEND.values()))
+
+
+def notes_after(lines: list[str], at: int) -> list[int]:
+    """The indexes of the notes said right after line `at`, the last of a run."""
+    found = []
+    while at + 1 < len(lines) and lines[at + 1].startswith(NOTE_STARTS):
+        at += 1
+        found.append(at)
+    return found
 
 
 def after_parts(lines: list[str], at: int) -> int:

@@ -8,9 +8,9 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from core.changes.binding import NO_PLAN, shown
-from core.changes.diff_view import first_view, first_view_flags
+from core.changes.diff_view import first_view, first_view_flags, first_view_page
 from core.changes.intraline import shown_lines
-from core.changes.marks import mark
+from core.changes.marks import is_legend, mark
 from core.changes.preview import cut, new_file_lines
 
 HUNK = "@@ -1 +1 @@"
@@ -143,6 +143,40 @@ def test_the_first_view_of_a_cut_diff_keeps_its_flags_on_its_lines():
     flags = first_view_flags(marked.lines, marked.flags)
     assert flags and all(first[at].endswith("·") for at in flags)
     assert all(first[at].startswith("+") for at in flags)
+
+
+def test_the_first_view_of_a_cut_run_keeps_the_run_s_warning():
+    """A 100-line rewrite with a look-alike in its first line: its first view shows only the
+    start of the run, and the warning said after the whole run comes with it."""
+    lines = ["--- a/f", "+++ b/f", "@@ -1,100 +1,100 @@"]
+    lines += [f"-url {n} pypi" for n in range(100)]
+    lines += [f"+url {n} {'руpi' if n == 0 else 'pipy'}" for n in range(100)]
+    marked = mark(shown_lines(lines))
+    first = first_view(marked.lines)
+    warning = "⚠ look-alike characters (+): р U+0440 CYRILLIC SMALL LETTER ER, у U+0443"
+    at = next(i for i, line in enumerate(first) if line.startswith(warning))
+    assert first[at - 1].startswith("+url ") and first[at + 1].startswith("… ")
+    assert (
+        first[at + 1]
+        == f"… {len(marked.lines) - at - 1} more lines not shown ({len(marked.lines):,} in all)"
+    )
+    assert list(first_view_flags(marked.lines, marked.flags)) == [first.index("+url 0 руpi")]
+
+
+def test_the_first_view_of_a_cut_diff_has_the_legend_of_the_signs_it_draws():
+    """A 100-line rewrite adding a trailing space to each line: the cut preview shows removed
+    lines only (no sign, no legend), its first view added ones with `·`, and their legend."""
+    lines = ["--- a/f", "+++ b/f", "@@ -1,100 +1,100 @@"]
+    lines += [f"-line {n}" for n in range(100)] + [f"+line {n} " for n in range(100)]
+    whole = mark(shown_lines(lines))
+    cut_view = mark(cut(lines)).lines
+    assert not any(is_legend(line) for line in cut_view)
+    undo = "(undo: the file is kept as it was)"
+    # What the cut preview says after its cut: the undo note (and a legend, were one there).
+    first, flags = first_view_page(whole.lines, whole.flags, [undo, "(→ a tab)"])
+    assert first[-3].startswith("… ") and first[-2:] == [undo, "(· a space)"]
+    assert flags and all(first[at].endswith("·") for at in flags)
+    assert first_view_page(whole.lines, {}, [undo, "(→ a tab)"])[0][-1] == undo  # no sign drawn
 
 
 SHORT = st.text(st.sampled_from(list("ab p.") + ["\t", "\u00a0", "·", "\r", "р", "→"]), max_size=12)
