@@ -12,9 +12,11 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
 import socket
 import subprocess
 import sys
+import tempfile
 import textwrap
 from collections.abc import Iterator
 from pathlib import Path
@@ -119,11 +121,17 @@ class Listeners:
 
 
 @pytest.fixture
-def listeners(tmp_path: Path) -> Iterator[Listeners]:
-    (tmp_path / "outside").mkdir()
-    opened = Listeners(tmp_path / "outside")
-    yield opened
-    opened.close()
+def listeners() -> Iterator[Listeners]:
+    # The named socket's folder is a short one of its own, outside every root: a socket's
+    # path may not pass 107 bytes, and pytest's temp folder is as long as the machine makes
+    # it (the restricted program connects by the whole path, so it cannot be made relative).
+    outside = Path(tempfile.mkdtemp(prefix="fsagent-sock-"))
+    opened = Listeners(outside)
+    try:
+        yield opened
+    finally:
+        opened.close()
+        shutil.rmtree(outside)
 
 
 def run(root: Path, listeners: Listeners, restrict: bool, env: dict[str, str]) -> dict[str, Any]:
