@@ -7,6 +7,7 @@ never the one kept for the old state, even when it changes while its diff is wor
 from __future__ import annotations
 
 import asyncio
+import os
 from pathlib import Path
 from typing import Any
 
@@ -137,12 +138,22 @@ def test_a_file_changed_while_its_diff_is_worked_out_is_not_kept(
     pauses = Pauses(tmp_path / "pauses")
 
     async def changed_at(served: Served, step: str, content: str) -> dict[str, Any]:
-        """A listing during which the file becomes `content` at `step`."""
+        """A listing during which the file becomes `content` at `step`; should the diff go
+        on to a later pause after all, the file goes back there (A-B-A: the plan read
+        again shows the first state)."""
         listing = asyncio.create_task(listed(served))
         while await asyncio.to_thread(pauses.next_line) != f"paused preview {step}":
             pauses.go()
         big.write_text(content)
-        pauses.go()  # and no pause after it: the diff is not kept, so not planned again
+        pauses.go()
+        later = asyncio.create_task(asyncio.to_thread(pauses.next_line))
+        await asyncio.wait({listing, later}, return_when=asyncio.FIRST_COMPLETED)
+        if later.done():
+            big.write_text(OLD)
+            pauses.go()
+        else:
+            os.write(pauses.paused, b"listed\n")  # no later pause: the reader is let go
+            await later
         return (await listing)["t"]
 
     async def check(base_url: str) -> None:
@@ -150,18 +161,19 @@ def test_a_file_changed_while_its_diff_is_worked_out_is_not_kept(
             await served.say("t", "rewrite")  # no hook yet: kept at its pause
         monkeypatch.setenv(PAUSE_ENV, str(pauses.folder))
         async with serving(workspace, base_url, max_tokens=30000) as served:
-            # Changed after the plan, before the dry run: the diff is of another state.
-            during = await changed_at(served, "planned", OTHER)
-            assert "-other line 0" in during["preview_first"]  # worked out as before
-            assert len(served.app.state.previews) == 0
-            big.write_text(OLD)
             now = await changed_at(served, "diffed", OTHER)  # changed after the diff
             assert "-old line 0" in now["preview_first"]  # shown as it was read, once
             assert len(served.app.state.previews) == 0
             big.write_text(OLD)
+            # Changed after the plan, before the dry run: the diff is of another state.
+            during = await changed_at(served, "planned", OTHER)
+            assert "-other line 0" in during["preview_first"]  # worked out as before
+            assert len(served.app.state.previews) == 0
             monkeypatch.delenv(PAUSE_ENV)
+            big.write_text(OLD)
             kept = (await listed(served))["t"]
-            assert "-old line 0" in kept["preview_first"]
+            assert "-old line 0" in kept["preview_first"]  # never the other state's diff
+            assert not any("other line" in line for line in kept["preview_first"])
             assert len(served.app.state.previews) == 1
             big.write_text(OTHER)
             fresh = (await listed(served))["t"]
