@@ -43,7 +43,7 @@ CUT_MARK = "more lines not shown"  # core.changes.preview.cut's last line
 # pauses after its plan (`paused preview planned`) and after its dry run and undo note
 # (`paused preview diffed`), so a test can change the file exactly there. Unset, nothing.
 PAUSE_ENV = "FSAGENT_TEST_PREVIEW_PAUSE"
-_hook: race_hook.Hook | None = None
+_hooks: dict[str, race_hook.Hook] = {}  # by folder: each test names its own
 
 # A kept entry's key: the preview's id, and what its undo note depends on besides the state
 # (the thread's undo bytes used, and why the server could not plan it when it said so).
@@ -139,11 +139,10 @@ class PreviewCache:
 
 
 async def _paused(step: str) -> None:
-    global _hook
     folder = os.environ.get(PAUSE_ENV)
     if folder:
-        _hook = _hook or race_hook.Hook(folder)
-        await asyncio.to_thread(_hook.pause, "preview", step)  # the server serves on
+        hook = _hooks.get(folder) or _hooks.setdefault(folder, race_hook.Hook(folder))
+        await asyncio.to_thread(hook.pause, "preview", step)  # the server serves on
 
 
 def diffed_as_planned(plan: Plan, diffed: str | None) -> bool:

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import asyncio
 import os
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -26,7 +27,9 @@ OTHER = "".join(f"other line {n}\n" for n in range(2000))
 def rewrite_script() -> Any:
     big = tool_call("write_file", {"path": "big.txt", "content": NEW}, id="c_big")
     small = tool_call("write_file", {"path": "small.txt", "content": "two\n"}, id="c_small")
+    fresh = tool_call("write_file", {"path": "new.txt", "content": NEW}, id="c_new")
     return by_request({
+        "create": [reply(tool_calls=[fresh]), text("Created.")],
         "rewrite": [reply(tool_calls=[big]), text("Rewritten.")],
         "small": [reply(tool_calls=[small]), text("Changed.")],
     })  # fmt: skip
@@ -127,6 +130,37 @@ def test_a_changed_file_gets_a_new_preview_id_and_its_own_diff(workspace: Worksp
     assert big.read_text() == NEW
 
 
+def write(path: Path, content: str) -> Callable[[], None]:
+    return lambda: path.write_text(content) and None
+
+
+async def changed_at(
+    served: Served,
+    pauses: Pauses,
+    thread: str,
+    step: str,
+    change: Callable[[], None],
+    back: Callable[[], None],
+) -> dict[str, Any]:
+    """A listing during which the file changes at `step`; should the diff go on to a later
+    pause after all, it changes `back` there (A-B-A: the plan read again shows the first
+    state)."""
+    listing = asyncio.create_task(listed(served))
+    while await asyncio.to_thread(pauses.next_line) != f"paused preview {step}":
+        pauses.go()
+    change()
+    pauses.go()
+    later = asyncio.create_task(asyncio.to_thread(pauses.next_line))
+    await asyncio.wait({listing, later}, return_when=asyncio.FIRST_COMPLETED)
+    if later.done():
+        back()
+        pauses.go()
+    else:
+        os.write(pauses.paused, b"listed\n")  # no later pause: the reader is let go
+        await later
+    return (await listing)[thread]
+
+
 def test_a_file_changed_while_its_diff_is_worked_out_is_not_kept(
     workspace: Workspace, tmp_path: Path, monkeypatch: Any
 ):
@@ -137,36 +171,22 @@ def test_a_file_changed_while_its_diff_is_worked_out_is_not_kept(
     big.write_text(OLD)
     pauses = Pauses(tmp_path / "pauses")
 
-    async def changed_at(served: Served, step: str, content: str) -> dict[str, Any]:
-        """A listing during which the file becomes `content` at `step`; should the diff go
-        on to a later pause after all, the file goes back there (A-B-A: the plan read
-        again shows the first state)."""
-        listing = asyncio.create_task(listed(served))
-        while await asyncio.to_thread(pauses.next_line) != f"paused preview {step}":
-            pauses.go()
-        big.write_text(content)
-        pauses.go()
-        later = asyncio.create_task(asyncio.to_thread(pauses.next_line))
-        await asyncio.wait({listing, later}, return_when=asyncio.FIRST_COMPLETED)
-        if later.done():
-            big.write_text(OLD)
-            pauses.go()
-        else:
-            os.write(pauses.paused, b"listed\n")  # no later pause: the reader is let go
-            await later
-        return (await listing)["t"]
-
     async def check(base_url: str) -> None:
         async with serving(workspace, base_url, max_tokens=30000) as served:
             await served.say("t", "rewrite")  # no hook yet: kept at its pause
         monkeypatch.setenv(PAUSE_ENV, str(pauses.folder))
         async with serving(workspace, base_url, max_tokens=30000) as served:
-            now = await changed_at(served, "diffed", OTHER)  # changed after the diff
+            # Changed after the diff, before the plan is read again.
+            now = await changed_at(
+                served, pauses, "t", "diffed", write(big, OTHER), write(big, OLD)
+            )
             assert "-old line 0" in now["preview_first"]  # shown as it was read, once
             assert len(served.app.state.previews) == 0
             big.write_text(OLD)
             # Changed after the plan, before the dry run: the diff is of another state.
-            during = await changed_at(served, "planned", OTHER)
+            during = await changed_at(
+                served, pauses, "t", "planned", write(big, OTHER), write(big, OLD)
+            )
             assert "-other line 0" in during["preview_first"]  # worked out as before
             assert len(served.app.state.previews) == 0
             monkeypatch.delenv(PAUSE_ENV)
@@ -182,6 +202,36 @@ def test_a_file_changed_while_its_diff_is_worked_out_is_not_kept(
 
     with FakeLLM(rewrite_script(), auto_route="filesystem") as llm:
         asyncio.run(check(llm.base_url))
+
+
+def test_a_file_that_appears_while_a_new_files_diff_is_worked_out_is_not_kept(
+    workspace: Workspace, tmp_path: Path, monkeypatch: Any
+):
+    """The plan finds no file; one appears before the dry run (and is gone again before the
+    plan is read again): that diff is not the new file's, and is never kept as it."""
+    new = workspace.root / "new.txt"
+    pauses = Pauses(tmp_path / "pauses")
+
+    async def check(base_url: str) -> None:
+        async with serving(workspace, base_url, max_tokens=30000) as served:
+            await served.say("n", "create")
+        monkeypatch.setenv(PAUSE_ENV, str(pauses.folder))
+        async with serving(workspace, base_url, max_tokens=30000) as served:
+            during = await changed_at(
+                served, pauses, "n", "planned", write(new, OLD), lambda: new.unlink()
+            )
+            assert "-old line 0" in during["preview_first"]  # worked out as before
+            assert len(served.app.state.previews) == 0
+            new.unlink(missing_ok=True)
+            monkeypatch.delenv(PAUSE_ENV)
+            shown = (await listed(served))["n"]
+            assert shown["preview"][0].startswith("new file new.txt, 2,000 lines")
+            assert not any("old line" in line for line in shown["preview"])
+            assert len(served.app.state.previews) == 1
+
+    with FakeLLM(rewrite_script(), auto_route="filesystem") as llm:
+        asyncio.run(check(llm.base_url))
+    assert not new.exists()
 
 
 def drawn(lines: int) -> Drawn:
