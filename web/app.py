@@ -285,7 +285,7 @@ def create_app(service: Service, access: Access) -> FastAPI:
             raise Refused(400, '"offset" and "limit" must be whole numbers from 0')
         asked = {**call, "args": args}
         kept = await previews.drawn(session, asked)  # a diff: once per state
-        shown = kept.whole if kept is not None else await session.whole_preview(asked)
+        shown = kept.whole if kept is not None else await previews.worked_out_whole(session, asked)
         words = kept.whole_words() if kept is not None else None
         page = shown.lines[offset : offset + min(limit, PREVIEW_PAGE)]
         answer = {

@@ -69,7 +69,7 @@ async def previewed(
         if kept is not None:
             shown, drawn = kept.preview, kept.facts
         else:
-            shown = await session.preview(call)
+            shown = await cache.worked_out(session, call)
             drawn = await drawn_diff(session, call, shown)
         found.append(
             {

@@ -72,7 +72,8 @@ class Drawn:
 
 class PreviewCache:
     """Diffs by preview_id, least recently used dropped first past `limit` characters.
-    `computed` counts the diffs worked out (a dry run each), `reused` those found kept."""
+    `computed` counts the previews worked out for the inbox (a dry run each), kept or not,
+    the usual way too (`worked_out`); `reused` those found kept."""
 
     def __init__(self, limit: int = LIMIT) -> None:
         self.limit = limit
@@ -83,6 +84,16 @@ class PreviewCache:
 
     def __len__(self) -> int:
         return len(self._kept)
+
+    async def worked_out(self, session: ThreadSession, call: Mapping[str, Any]) -> Preview:
+        """A cut preview the usual way, for a call the cache does not keep (counted)."""
+        self.computed += 1
+        return await session.preview(call)
+
+    async def worked_out_whole(self, session: ThreadSession, call: Mapping[str, Any]) -> Preview:
+        """A whole preview the usual way, for a call the cache does not keep (counted)."""
+        self.computed += 1
+        return await session.whole_preview(call)
 
     def get(self, key: Key) -> Drawn | None:
         found = self._kept.get(key)
