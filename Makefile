@@ -14,7 +14,7 @@ COMPILE := $(PY) -m compileall -q agent.py agent_graph.py display.py core store 
 # downloaded here). Installed when missing; if that fails the test fails and says why.
 CHROMIUM := /usr/bin/chromium
 
-.PHONY: run test bench demo regress lint typecheck clean postgres acl conformance conformance-suite node-modules
+.PHONY: run test bench demo regress lint typecheck clean postgres acl strace conformance conformance-suite node-modules
 
 # Two stamps: `make run` installs what running needs (the package alone); `make test`,
 # `make lint` and `make bench` add the test extras (pytest, the checkers, playwright, ...).
@@ -43,6 +43,14 @@ acl:
 	  export DEBIAN_FRONTEND=noninteractive; \
 	  apt-get update -qq && apt-get install -y -qq --no-install-recommends acl >/dev/null; }
 
+# The journal's order test (tests/mcp_servers/test_filesystem_journal.py) reads the server's
+# system calls with strace: each step comes after the journal's fdatasync.
+strace:
+	@command -v strace >/dev/null || { \
+	  echo "installing Debian's strace package (the journal's order test runs it)"; \
+	  export DEBIAN_FRONTEND=noninteractive; \
+	  apt-get update -qq && apt-get install -y -qq --no-install-recommends strace >/dev/null; }
+
 # The inbox page's accessibility test injects axe-core (package.json, pinned by
 # package-lock.json) into the page: installed into node_modules when missing or out of date.
 node-modules: node_modules/.package-lock.json
@@ -63,14 +71,23 @@ $(CHROMIUM):
 
 # The import rules and the types first: a broken layout or contract fails fast. Tests run on every core (-n auto).
 # Then the MCP server's whole suite again on its portable path (mcp_servers/platform_calls.py:
-# as on macOS, without O_PATH or preadv). PYTEST_ARGS go to both passes: .ci/run passes a
-# --basetemp of another length than pytest's own (docs/development.md says why).
-test: $(TEST_STAMP) postgres acl conformance-suite node-modules $(CHROMIUM)
+# as on macOS, without O_PATH or preadv). Then its escape, race and link tests with Landlock
+# off (FSAGENT_LANDLOCK_ABI=0): the server's own containment alone, as macOS has it, so a
+# regression there cannot hide behind the kernel (os.O_NOFOLLOW dropped from FOLDER_FLAGS
+# fails this pass and no other). Not the whole suite: the Landlock tests test the kernel's
+# layer, and the rest would double the pass (docs/filesystem-server.md). PYTEST_ARGS go to
+# every pass: .ci/run passes a --basetemp of another length than pytest's own
+# (docs/development.md says why).
+FIRST_LAYER_TESTS := tests/mcp_servers/test_filesystem_links.py \
+  tests/mcp_servers/test_filesystem_races.py tests/mcp_servers/test_filesystem_act_races.py \
+  tests/mcp_servers/test_filesystem_sandbox.py tests/mcp_servers/test_filesystem_hostile.py
+test: $(TEST_STAMP) postgres acl strace conformance-suite node-modules $(CHROMIUM)
 	$(VENV)/bin/lint-imports
 	$(MYPY)
 	$(COMPILE)
 	$(PY) -m pytest -q -n auto $(PYTEST_ARGS)
 	FSAGENT_PORTABLE_CALLS=1 $(PY) -m pytest -q -n auto $(PYTEST_ARGS) tests/mcp_servers
+	FSAGENT_LANDLOCK_ABI=0 $(PY) -m pytest -q -n auto $(PYTEST_ARGS) $(FIRST_LAYER_TESTS)
 
 bench: $(TEST_STAMP) postgres
 	$(COMPILE)

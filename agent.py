@@ -582,7 +582,8 @@ def add_terminal_options(parser: Options) -> None:
         action="store_true",
         default=SUPPRESS,
         help="plain text on a terminal too: no colour, status line, Markdown or line "
-        "editing (as with NO_COLOR=1 or TERM=dumb, and whenever the output is not a terminal)",
+        "editing (as with TERM=dumb, and whenever the output is not a terminal; NO_COLOR=1 "
+        "takes only the colour away)",
     )
     parser.add_argument(
         "--strict",
@@ -1017,16 +1018,16 @@ def open_terminal(
     imported: threading.Event | None = None,
 ) -> Any:
     """The person's terminal: a TTY's with line editing, a status line and Markdown, or the
-    plain one (a pipe, --plain, NO_COLOR, TERM=dumb) that writes no escape code unless it
-    colours a diff on a terminal."""
+    plain one (a pipe, --plain, TERM=dumb) that writes no escape code unless it colours a
+    diff on a terminal. NO_COLOR takes the colour away from either, and nothing else."""
     if screen == "tty":
         from terminal.tty import TtyTerminal
 
         commands = SlashHelp(imported)
         return TtyTerminal(transcript=transcript, redactions=redactions, commands=commands)
-    from terminal.console import Terminal
+    from terminal.console import Terminal, colour_wanted
 
-    color = screen == "color"
+    color = screen == "color" and colour_wanted()
     if stdin is not None:
         return Terminal(
             stdin=stdin, piped=True, transcript=transcript, redactions=redactions, color=color

@@ -23,6 +23,7 @@ from core.approval.policy import Grant
 from core.approval.questions import Pause
 from core.changes.binding import Bound, Preview, bound_edit, bound_expect, shown
 from core.changes.intraline import shown_lines
+from core.changes.marks import mark
 from core.changes.plans import CallPlan, expect_of, plan_of
 from core.changes.preview import preview, undo_note, whole_preview
 from core.context.constrained import CONSTRAINED_KEY
@@ -110,16 +111,16 @@ class ThreadSession:
         # The plan first: a file changed between it and the diff is refused at the write,
         # never written over unseen.
         plan = await plan_of(call, self.tools)
-        lines = await preview(call, self.tools, plan)
-        lines += await undo_note(call, self.tools, await self.store.undo_bytes(self.thread))
-        return shown(self.thread, call, plan, lines)
+        drawn = mark(await preview(call, self.tools, plan))
+        note = await undo_note(call, self.tools, await self.store.undo_bytes(self.thread))
+        return shown(self.thread, call, plan, drawn.lines + note, drawn.flags)
 
     async def whole_preview(self, call: Mapping[str, Any]) -> Preview:
         """Every line of what `call` would change (a reviewer pages through a big diff), a
         changed long line by its changes, with the binding of what it shows."""
         plan = await plan_of(call, self.tools)
-        lines = shown_lines(await whole_preview(call, self.tools, plan))
-        return shown(self.thread, call, plan, lines)
+        drawn = mark(shown_lines(await whole_preview(call, self.tools, plan)))
+        return shown(self.thread, call, plan, drawn.lines, drawn.flags)
 
     async def bind(self, decisions: Mapping[str, Any] | Bound) -> Bound:
         """The resume value with each approval and edit bound to the preview it answers: the

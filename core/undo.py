@@ -29,6 +29,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from core.approval.approval import new_id, tool_message
+from core.changes.marks import mark
 from core.changes.preview import cut, new_file_lines
 from core.changes.server_reads import ReadError, Tools, ask, file_sha, info
 from core.changes.undo_capture import Budget, fingerprint, sha256_text, shown
@@ -391,7 +392,8 @@ async def check(item: Item, tools: Tools, simulated: dict[str, State]) -> None:
                 item.problems.append(difference(path, expected, current, item.record))
         item.lines += await step_lines(step, tools, simulated, root)
         simulated.update(step.effect())
-    item.lines = cut(item.lines)
+    # Drawn as an approval's preview is (core.changes.marks): an undo's yes is a decision too.
+    item.lines = mark(cut(item.lines)).lines
 
 
 async def step_lines(

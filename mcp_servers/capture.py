@@ -34,9 +34,10 @@ from mcp.server.fastmcp.exceptions import ToolError
 from mcp_servers.budget import check_budget, unbounded
 from mcp_servers.dirfd import entry_stat, temp_name
 from mcp_servers.fileio import kind_of
+from mcp_servers.journal import Place, clear, identity, record
 from mcp_servers.names import quoted
-from mcp_servers.platform_calls import exchange, rename_no_replace
-from mcp_servers.race_hook import pause
+from mcp_servers.platform_calls import RENAME_CALL_NAME, exchange, rename_no_replace
+from mcp_servers.race_hook import pause, step
 
 KEPT_PREFIX = ".fsagent-kept-"
 Identity = tuple[int, int, int]
@@ -73,6 +74,7 @@ class Held:
     where: str  # the folder, raw, as errors name it ("." for the first root)
     found: os.stat_result | None
     previewed: bool  # the call carried a preview's `expect`
+    place: Place | None = None  # where the journal finds `folder` (None: not journalled)
 
     @property
     def shown(self) -> str:
@@ -120,17 +122,29 @@ def confirm(held: Held) -> None:
         raise held.refused(now)
 
 
-def set_aside(held: Held, paused: bool = False) -> str:
+def set_aside(held: Held, paused: bool = False, replaced_by: os.stat_result | None = None) -> str:
     """Move the checked entry to a private name in its folder, and return that name; if
-    what was under the name is not the entry checked, it is put back and the call refused."""
+    what was under the name is not the entry checked, it is put back and the call refused.
+    The journal has it first (`replaced_by`: the entry about to take the name, which tells
+    recovery the act went through)."""
     if not paused:
         pause(held.tool, held.argument)
     check_budget()  # the last point to stop with nothing changed
     aside = temp_name()
+    assert held.found is not None
+    more = {} if replaced_by is None else {"replaced_by": identity(replaced_by)}
+    record(
+        held.place, "aside", aside, held.name, entry=identity(held.found), **call_of(held), **more
+    )
     try:
         rename_no_replace(held.folder, held.name, held.folder, aside)
     except FileNotFoundError:
+        clear(aside)
         raise held.refused(None) from None
+    except BaseException:  # a rename that failed moved nothing: the record is done
+        clear(aside)
+        raise
+    step("renamed", "aside")
     captured = now_at(held.folder, aside)
     if not same(captured, held.found):
         raise held.refused(captured, put_back(held, held.folder, aside, held.where))
@@ -144,8 +158,10 @@ def put_back(held: Held, folder: int, name: str, where: str) -> str:
     with unbounded():
         try:
             rename_no_replace(folder, name, held.folder, held.name)
+            clear(name)
             return ""
         except FileNotFoundError:  # someone else moved it on meanwhile
+            clear(name)
             return f", except that the entry set aside from {quoted(held.shown)} was taken away"
         except FileExistsError:
             kept = keep(folder, name)
@@ -162,9 +178,10 @@ def keep(folder: int, name: str) -> str:
         kept = f"{KEPT_PREFIX}{secrets.token_hex(8)}"
         try:
             rename_no_replace(folder, name, folder, kept)
-            return kept
         except FileExistsError:
             continue
+        clear(name)
+        return kept
 
 
 @dataclass(frozen=True)
@@ -176,6 +193,12 @@ class New:
     name: str
     where: str
     found: os.stat_result
+    place: Place | None = None
+
+
+def call_of(held: Held) -> dict[str, str]:
+    """The call a journal record is part of, for a person reading the journal."""
+    return {"tool": held.tool, "argument": held.argument}
 
 
 def put_in_place(held: Held, new: New) -> None:
@@ -189,19 +212,25 @@ def put_in_place(held: Held, new: New) -> None:
             rename_no_replace(new.folder, new.name, held.folder, held.name)
         except FileExistsError:
             raise held.refused(now_at(held.folder, held.name)) from None
+        clear(new.name)
         return
+    if RENAME_CALL_NAME is not None:  # recovery must know which entry the swap may bring
+        old = identity(held.found)
+        record(new.place, "exchange", new.name, held.name, entry=identity(new.found), old=old)
     try:
         swapped = exchange(new.folder, new.name, held.folder, held.name)
     except FileNotFoundError:
         raise held.refused(now_at(held.folder, held.name)) from None
     if swapped:
+        step("renamed", "exchange")
         captured = now_at(new.folder, new.name)
         if same(captured, held.found):
             os.unlink(new.name, dir_fd=new.folder)
+            clear(new.name)
             return
         raise held.refused(captured, swap_back(held, new))
     # No atomic swap here: the checked entry is set aside first, then the new one put in.
-    aside = set_aside(held, paused=True)
+    aside = set_aside(held, paused=True, replaced_by=new.found)
     try:
         rename_no_replace(new.folder, new.name, held.folder, held.name)
     except FileExistsError:
@@ -210,7 +239,9 @@ def put_in_place(held: Held, new: New) -> None:
     except BaseException:
         put_back(held, held.folder, aside, held.where)
         raise
+    clear(new.name)
     os.unlink(aside, dir_fd=held.folder)
+    clear(aside)
 
 
 def swap_back(held: Held, new: New) -> str:

@@ -17,6 +17,7 @@ from mcp_servers.budget import check_budget
 
 MAX_DIFF_LINES = 50_000  # lines of the changed part of either side that difflib may take
 CONTEXT = 3  # lines of context around each change
+NO_NEWLINE = "\\ No newline at end of file"  # after a last line that lacks one, as diff writes it
 STEP = 64 * 1024  # characters compared at a time while looking for the shared start and end
 
 
@@ -100,25 +101,53 @@ def changed_part(old: str, new: str) -> tuple[int, int, int, int]:
     return start, len(old) - tail, len(new) - tail, old.count("\n", 0, start) + 1
 
 
-def unified_diff(
-    old: str, new: str, from_name: str, to_name: str, keep_ends: bool = False
-) -> Iterator[str]:
-    """The unified diff of two texts, as difflib writes it (lines without their ends, unless
-    `keep_ends`), worked out on the changed part only. Raises DiffTooLarge."""
+def split_lines(text: str) -> list[str]:
+    """`text` as lines split at "\n" only, each keeping its "\n". str.splitlines also breaks
+    at "\r", "\x0b", "\x0c", "\x1c"-"\x1e", "\x85", U+2028 and U+2029 and drops the ends, so
+    CRLF -> LF, or a newline -> a form feed, diffed as "(no change)" (issue 41)."""
+    lines = [line + "\n" for line in text.split("\n")]
+    lines[-1] = lines[-1][:-1]
+    return lines if lines[-1] else lines[:-1]
+
+
+def unified_diff(old: str, new: str, from_name: str, to_name: str) -> Iterator[str]:
+    """The unified diff of two texts, as difflib writes it, worked out on the changed part
+    only. Lines are compared with their ends, so a changed ending is a changed line; each is
+    given without its "\n" (a CRLF line keeps its "\r"), and when one side ends without a
+    newline and the other with one, NO_NEWLINE follows the line that lacks it. Raises
+    DiffTooLarge."""
     start, old_end, new_end, first = changed_part(old, new)
     old_lines = old.count("\n", start, old_end) + (not old.endswith("\n", start, old_end))
     new_lines = new.count("\n", start, new_end) + (not new.endswith("\n", start, new_end))
     if old_lines > MAX_DIFF_LINES or new_lines > MAX_DIFF_LINES:  # counted before any split
         raise DiffTooLarge(first, old_lines, new_lines)
-    a = old[start:old_end].splitlines(keep_ends)
-    b = new[start:new_end].splitlines(keep_ends)
-    return unified_lines(a, b, from_name, to_name, first - 1)
+    a = split_lines(old[start:old_end])
+    b = split_lines(new[start:new_end])
+    marked = old.endswith("\n") != new.endswith("\n")
+    return unified_lines(a, b, from_name, to_name, first - 1, marked)
 
 
 def unified_lines(
-    a: Sequence[str], b: Sequence[str], from_name: str, to_name: str, skipped: int
+    a: Sequence[str],
+    b: Sequence[str],
+    from_name: str,
+    to_name: str,
+    skipped: int,
+    marked: bool = False,
 ) -> Iterator[str]:
-    """difflib.unified_diff's lines for `a` and `b`, which start after `skipped` shared lines."""
+    """difflib.unified_diff's lines for `a` and `b` (each with its "\n", but the last one
+    maybe), which start after `skipped` shared lines; NO_NEWLINE after a line without one
+    when `marked`."""
+
+    def out(sign: str, lines: Sequence[str]) -> Iterator[str]:
+        for line in lines:
+            if line.endswith("\n"):
+                yield sign + line[:-1]
+            else:
+                yield sign + line
+                if marked:
+                    yield NO_NEWLINE
+
     started = False
     for group in BudgetedMatcher(None, a, b).get_grouped_opcodes(CONTEXT):
         if not started:
@@ -131,12 +160,12 @@ def unified_lines(
         yield f"@@ -{old_range} +{new_range} @@"
         for tag, i1, i2, j1, j2 in group:
             if tag == "equal":
-                yield from (" " + line for line in a[i1:i2])
+                yield from out(" ", a[i1:i2])
                 continue
             if tag in ("replace", "delete"):
-                yield from ("-" + line for line in a[i1:i2])
+                yield from out("-", a[i1:i2])
             if tag in ("replace", "insert"):
-                yield from ("+" + line for line in b[j1:j2])
+                yield from out("+", b[j1:j2])
 
 
 def format_range(start: int, stop: int) -> str:

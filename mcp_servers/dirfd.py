@@ -28,8 +28,9 @@ from mcp_servers.sandbox import Sandbox, SandboxError
 PATH_FLAGS = FOLDER_FLAGS
 LIST_FLAGS = os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC
 TEMP_PREFIX = ".fsagent-"
-# Our temp entries: files being written, folders being copied, folders deleted aside. Never
-# listed, searched or copied, and removed at start if a killed server left them.
+# Our temp entries: files being written, folders being copied, entries set aside. Never
+# listed, searched or copied; each is in the journal before it exists (journal.py), and only
+# the journal decides what becomes of one a killed server left: never its name alone.
 TEMP_NAME = re.compile(r"\.fsagent-[0-9a-f]{16}\.tmp")
 
 
@@ -54,6 +55,10 @@ class Made:
 
     def __init__(self) -> None:
         self.folders: list[tuple[int, str]] = []  # (descriptor of the parent, name)
+
+    def before_make(self, parent: int, parts: tuple[str, ...], name: str) -> None:
+        """Called before `name` is made in `parent` (`parts` below the root): a journal
+        notes it here (journal.JournalledMade)."""
 
     def add(self, parent: int, name: str) -> None:
         self.folders.append((os.dup(parent), name))
@@ -84,8 +89,8 @@ def walk_down(
     """
     current = os.dup(start)
     try:
-        for name in names:
-            following = open_step(current, name, path, create, made)
+        for index, name in enumerate(names):
+            following = open_step(current, name, path, create, made, names[:index])
             os.close(current)
             current = following
     except BaseException:
@@ -94,7 +99,14 @@ def walk_down(
     return current
 
 
-def open_step(folder: int, name: str, path: str, create: bool, made: Made | None = None) -> int:
+def open_step(
+    folder: int,
+    name: str,
+    path: str,
+    create: bool,
+    made: Made | None = None,
+    parts: tuple[str, ...] = (),
+) -> int:
     try:
         return os.open(name, PATH_FLAGS, dir_fd=folder)
     except FileNotFoundError:
@@ -104,6 +116,8 @@ def open_step(folder: int, name: str, path: str, create: bool, made: Made | None
         if error.errno in (errno.ELOOP, errno.ENOTDIR):
             raise changed(path, name) from None
         raise OSError(error.errno, error.strerror, path) from None
+    if made is not None:
+        made.before_make(folder, parts, name)
     try:
         os.mkdir(name, 0o777, dir_fd=folder)
         if made is not None:
@@ -121,17 +135,6 @@ def open_listable(folder: int) -> int:
 def entry_stat(folder: int, name: str) -> os.stat_result:
     """The entry itself (a link stays a link)."""
     return os.stat(name, dir_fd=folder, follow_symlinks=False)
-
-
-def create_temp(folder: int) -> tuple[int, str]:
-    """A new private file in `folder` for an atomic replace: (descriptor, name)."""
-    flags = os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC
-    while True:
-        name = temp_name()
-        try:
-            return os.open(name, flags, 0o600, dir_fd=folder), name
-        except FileExistsError:
-            continue
 
 
 def temp_name() -> str:
@@ -282,13 +285,13 @@ class Places:
                 os.close(fd)
 
     @contextmanager
-    def parent_made(self, real: Path) -> Iterator[tuple[int, str]]:
+    def parent_made(self, real: Path, made: Made | None = None) -> Iterator[tuple[int, str]]:
         """`parent` with the missing folders made, and removed again (if still empty) when
-        the block fails: a refused act leaves no folder behind."""
+        the block fails: a refused act leaves no folder behind (`made` notes them)."""
         root, names = self.names_below_root(real)
         if not names:
             raise SandboxError(f"{quoted(str(real))} is an allowed root, not an entry in one")
-        made = Made()
+        made = Made() if made is None else made
         try:
             fd = walk_down(self.root_fds[root], names[:-1], self.shown(real.parent), True, made)
             try:
@@ -309,30 +312,3 @@ class Places:
         if root == self.sandbox.roots[0]:
             return real.relative_to(root).as_posix() or "."
         return str(real)
-
-
-def sweep_leftovers(root: Path, started: float) -> int:
-    """Remove the temp entries of ours a killed server left below `root` (files being
-    written, folders being copied or deleted aside); return how many. Links are not
-    followed; an entry changed since `started` (a time.time()) belongs to a running call."""
-
-    def left_over(folder_fd: int, name: str) -> bool:
-        try:
-            return is_ours(name) and entry_stat(folder_fd, name).st_ctime < started
-        except OSError:
-            return False
-
-    removed = 0
-    for _, folders, files, folder_fd in os.fwalk(root, follow_symlinks=False):
-        for name in [name for name in folders if is_ours(name)]:
-            folders.remove(name)  # never walked into: removed whole, or left alone
-            if left_over(folder_fd, name):
-                with suppress(OSError):
-                    remove_tree(folder_fd, name)
-                    removed += 1
-        for name in files:
-            if left_over(folder_fd, name):
-                with suppress(OSError):
-                    os.unlink(name, dir_fd=folder_fd)
-                    removed += 1
-    return removed

@@ -33,8 +33,6 @@ from __future__ import annotations
 import argparse
 import logging
 import sys
-import threading
-import time
 from pathlib import Path
 from typing import Any
 
@@ -47,8 +45,8 @@ from pydantic import ValidationError
 from mcp_servers import kernel_sandbox, preload, race_hook
 from mcp_servers.broken_containment import break_containment_if_asked
 from mcp_servers.cancels import Cancels
-from mcp_servers.dirfd import sweep_leftovers
 from mcp_servers.errors import one_line
+from mcp_servers.journal import JournalError, journal_base, open_journals
 from mcp_servers.protected import Protected
 from mcp_servers.reading import ReadTools
 from mcp_servers.sandbox import RootError, Sandbox, SandboxError, resolve_roots
@@ -103,6 +101,7 @@ class SandboxedServer(FastMCP):
         # package's metadata, a file the kernel sandbox closes once the server is restricted.
         self._mcp_server.version = self._mcp_server.create_initialization_options().server_version
         self.kernel_sandbox = kernel_sandbox.Hold(holds=False, reason="not restricted yet")
+        self.recovered: list[str] = []  # lines of the start's recovery (journal.py)
 
     async def call_tool(self, name: str, arguments: dict[str, Any]) -> Any:
         try:
@@ -117,13 +116,18 @@ class SandboxedServer(FastMCP):
 
     async def run_stdio_async(self) -> None:
         """FastMCP's stdio run, on a transport that answers undecodable lines."""
-        said = {kernel_sandbox.CAPABILITY: self.kernel_sandbox.report()}
+        said: dict[str, dict[str, Any]] = {kernel_sandbox.CAPABILITY: self.kernel_sandbox.report()}
+        if self.recovered:  # what a stopped server's acts left under another name, to show
+            said[RECOVERY_CAPABILITY] = {"kept": self.recovered}
         options = self._mcp_server.create_initialization_options(experimental_capabilities=said)
         async with stdio_streams(cancels=self.cancels) as (read_stream, write_stream):
             await self._mcp_server.run(read_stream, write_stream, options)
         # A test's pause (race_hook.py; unset, nothing): the session is over, and the loop
         # runs nothing more until a call held before its hand-off has made it.
         race_hook.pause_at_session_end()
+
+
+RECOVERY_CAPABILITY = "fsagent/recovery"
 
 
 # -- registration and start ---------------------------------------------------------------------
@@ -166,7 +170,14 @@ def build_server(
     cancels = Cancels()
     server = SandboxedServer("fsagent-filesystem", cancels, log_level="WARNING")
     sandbox = Sandbox(roots)
+    if not read_only:  # the journals' folder is never a write tool's to change
+        protect = (*protect, str(journal_base()))
     tools = FileTools(sandbox, Protected(sandbox, protect))
+    if not read_only:
+        # A stopped server's acts are finished or undone before anything is served, and
+        # this server's journals opened: before the kernel sandbox, which closes that folder.
+        tools.journals, recovery = open_journals(roots, tools.places.root_fds)
+        server.recovered = recovery.kept
     break_containment_if_asked(tools.places)
     runner = ToolRunner(call_timeout, cancels=cancels)
     writes = [] if read_only else sorted(WRITE_TOOL_NAMES | {PLAN_TOOL_NAME})
@@ -180,20 +191,6 @@ def build_server(
             structured_output=False,
         )
     return server
-
-
-def start_sweep(roots: tuple[Path, ...]) -> None:
-    """Remove, in the background, the temp entries a killed server left (`dirfd.py`); until
-    then no listing, search or copy shows them."""
-    started = time.time()
-
-    def sweep() -> None:
-        for root in roots:
-            removed = sweep_leftovers(root, started)
-            if removed:
-                logger.info("removed %d leftover temp entries below %s", removed, root)
-
-    threading.Thread(target=sweep, name="fsagent-sweep", daemon=True).start()
 
 
 def parse_args(argv: list[str] | None) -> argparse.Namespace:
@@ -252,14 +249,17 @@ def main(argv: list[str] | None = None) -> int:
     except RootError as error:
         return refuse(str(error))
     logger.info("serving %s%s", ", ".join(map(str, roots)), " (read-only)" * args.read_only)
-    server = build_server(
-        roots,
-        read_only=args.read_only,
-        call_timeout=args.call_timeout,
-        protect=tuple(args.protect),
-    )
+    try:
+        server = build_server(
+            roots,
+            read_only=args.read_only,
+            call_timeout=args.call_timeout,
+            protect=tuple(args.protect),
+        )
+    except JournalError as error:
+        return refuse(f"not started: {error}")
     # Every start-up step is done (imports, roots, tools, test hooks): now the kernel sandbox,
-    # before the first thread (the sweep, anyio's workers, the stdin reader) starts.
+    # before the first thread (anyio's workers, the stdin reader) starts.
     preload.import_what_serving_needs()
     try:
         hold = kernel_sandbox.restrict(roots, read_only=args.read_only)
@@ -269,8 +269,6 @@ def main(argv: list[str] | None = None) -> int:
         return refuse(f"--require-kernel-sandbox: {hold.line()}; not started")
     logger.info("%s", hold.line())
     server.kernel_sandbox = hold
-    if not args.read_only:
-        start_sweep(roots)
     try:
         server.run("stdio")
     except KeyboardInterrupt:

@@ -19,6 +19,8 @@ What the kernel allows under each root, and nothing anywhere else:
   device nodes (a node in a root would reach a whole disk), `ioctl` on devices.
 - Where the kernel offers them, TCP (ABI 4) and abstract UNIX sockets and signals to other
   processes (ABI 6) are closed too: the server needs none.
+- Every socket, of any kind, by a seccomp filter installed here too (`no_sockets.py`), with
+  Landlock or without: Landlock leaves UDP and named UNIX sockets open.
 
 The highest ABI the kernel offers is used, up to the newest this module knows (KNOWN_ABI);
 what an older one lacks is said in `gaps` (see GAPS). Without Landlock (not Linux, an old
@@ -43,6 +45,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from mcp_servers import no_sockets
 from mcp_servers.tool_names import KERNEL_SANDBOX_CAPABILITY
 
 ABI_ENV = "FSAGENT_LANDLOCK_ABI"
@@ -134,11 +137,13 @@ class Hold:
     read_only: bool = False
     reason: str = ""  # why it does not hold
     gaps: tuple[str, ...] = field(default=())
+    sockets: str = "not restricted yet"  # why sockets stay open ('' when seccomp denies them)
 
     def report(self) -> dict[str, Any]:
         """What the server tells its client (an experimental capability of initialize)."""
+        sockets = {"sockets": "denied" if not self.sockets else f"open: {self.sockets}"}
         if not self.holds:
-            return {"holds": False, "reason": self.reason}
+            return {"holds": False, "reason": self.reason, **sockets}
         return {
             "holds": True,
             "kind": "landlock",
@@ -146,12 +151,17 @@ class Hold:
             "kernel_abi": self.kernel_abi,
             "rights": "read" if self.read_only else "read-write",
             "gaps": list(self.gaps),
+            **sockets,
         }
 
     def line(self) -> str:
+        sockets = f"; sockets stay open: {self.sockets}" if self.sockets else ""
         if not self.holds:
-            return f"no kernel sandbox: {self.reason}; the server's own checks alone hold the roots"
-        return f"kernel sandbox: Landlock ABI {self.abi} holds the server to its roots"
+            return (
+                f"no kernel sandbox: {self.reason}; the server's own checks alone hold the "
+                f"roots{sockets}"
+            )
+        return f"kernel sandbox: Landlock ABI {self.abi} holds the server to its roots{sockets}"
 
 
 # -- the one platform difference: whether the calls exist ---------------------------------------
@@ -216,20 +226,22 @@ def threads_running() -> int:
 
 
 def restrict(roots: tuple[Path, ...], *, read_only: bool) -> Hold:
-    """Restrict this process to `roots` with the highest ABI offered; say how it holds."""
-    offered, reason = kernel_abi()
-    cap = abi_cap()
-    if cap == 0:
-        offered, reason = 0, f"{ABI_ENV}=0 says this kernel has no Landlock"
-    if offered == 0:
-        return Hold(holds=False, read_only=read_only, reason=reason)
-    abi = min(offered, KNOWN_ABI, cap if cap is not None else KNOWN_ABI)
+    """Restrict this process to `roots` with the highest ABI offered, and deny it every
+    socket (no_sockets.py); say how it holds."""
     running = threads_running()
     if running != 1:
         raise KernelSandboxError(
             f"the kernel sandbox must be applied while the server has one thread, and {running} "
             "run: a thread started before it would be left unrestricted"
         )
+    sockets = no_sockets.deny()
+    offered, reason = kernel_abi()
+    cap = abi_cap()
+    if cap == 0:
+        offered, reason = 0, f"{ABI_ENV}=0 says this kernel has no Landlock"
+    if offered == 0:
+        return Hold(holds=False, read_only=read_only, reason=reason, sockets=sockets)
+    abi = min(offered, KNOWN_ABI, cap if cap is not None else KNOWN_ABI)
     handled = fs_rights(abi)
     attr = RulesetAttr(
         handled_access_fs=handled,
@@ -249,9 +261,12 @@ def restrict(roots: tuple[Path, ...], *, read_only: bool) -> Hold:
         finally:
             os.close(ruleset)
     except OSError as error:
-        return Hold(holds=False, read_only=read_only, reason=f"Landlock refused the rules: {error}")
+        why = f"Landlock refused the rules: {error}"
+        return Hold(holds=False, read_only=read_only, reason=why, sockets=sockets)
     gaps = tuple(gap for below, gap in GAPS.items() if abi < below)
-    return Hold(holds=True, abi=abi, kernel_abi=offered, read_only=read_only, gaps=gaps)
+    return Hold(
+        holds=True, abi=abi, kernel_abi=offered, read_only=read_only, gaps=gaps, sockets=sockets
+    )
 
 
 def allow_below(ruleset: int, root: Path, allowed: int) -> None:

@@ -6,10 +6,11 @@ canonical path the server would act on (decoded from the shown form of `names.py
 normalised, resolved the way the tool itself resolves it) and the state found there now:
 whether it exists, its type, size and sha256 for a file, the link text for a symlink, and for
 a folder the full count of what is inside and a fingerprint of it; for a path that does not
-exist, the folders a write there would create (`creates`); and whether the server refuses to
-change it (`protected`, protected.py). The client judges its rules and shows its preview from
-this answer, never from the text the model wrote, so `docs/..\\x2ffsagent.toml` is judged as
-`fsagent.toml`.
+exist, the folders a write there would create (`creates`); whether the server refuses to
+change it (`protected`, protected.py); and whether it goes through a name the server keeps for
+its own entries (`reserved`, reserved.py: every tool refuses it). The client judges its
+rules and shows its preview from this answer, never from the text the model wrote, so
+`docs/..\\x2ffsagent.toml` is judged as `fsagent.toml`.
 
 Each entry gives the path in two forms. `root` and `relative` are raw: the root's absolute
 real path and the path below it (posix, "." for the root itself), as the OS names them (a
@@ -40,6 +41,7 @@ from mcp_servers.dirfd import LIST_FLAGS, PATH_FLAGS, is_ours
 from mcp_servers.fileio import kind_of, open_checked, sha256_of_fd
 from mcp_servers.names import parse, quoted, show
 from mcp_servers.protected import Protected, protected_hit, refusal
+from mcp_servers.reserved import reserved_name
 from mcp_servers.sandbox import Resolved, Sandbox
 from mcp_servers.tool_base import ToolBase
 
@@ -81,7 +83,7 @@ class PlanTools(ToolBase):
             given = args.get(name)
             if not isinstance(given, str):
                 raise ToolError(f"invalid_argument: {name} must be a string")
-            resolved = self.resolve_argument(given, as_entry)
+            resolved = self.resolve_argument(given, as_entry, reserved_ok=True)
             paths.append(
                 {
                     "argument": name,
@@ -95,13 +97,16 @@ class PlanTools(ToolBase):
                     "state": self.state_of(resolved),
                     "protected": protected_hit(self.protected, tool, name, resolved.real)
                     is not None,
+                    "reserved": reserved_name(resolved.real, resolved.root) is not None,
                     **self.creates(resolved),
                 }
             )
         return paths
 
-    def resolve_argument(self, given: str, as_entry: bool) -> Resolved:
-        return (self.sandbox.resolve_entry if as_entry else self.sandbox.resolve)(given)
+    def resolve_argument(self, given: str, as_entry: bool, reserved_ok: bool = False) -> Resolved:
+        """Where a path argument lands; a reserved one refused unless `reserved_ok`."""
+        resolve = self.sandbox.resolve_entry if as_entry else self.sandbox.resolve
+        return resolve(given, reserved_ok=reserved_ok)
 
     def creates(self, resolved: Resolved) -> dict[str, list[str]]:
         """For a path that does not exist: the folders a write there would make on its way,

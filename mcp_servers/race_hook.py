@@ -1,5 +1,5 @@
 """Test-only pauses at exactly the point between two steps, so a test can act there, with no
-sleep and no timing. Two hooks, each set by a variable naming a folder that holds two FIFOs,
+sleep and no timing. Three hooks, each set by a variable naming a folder that holds two FIFOs,
 `paused` and `go`, before the server starts; at each of its points the server writes the line
 `paused <what> <which>` to `paused` and waits for the line `go` on `go`.
 
@@ -15,7 +15,27 @@ the loop not running, as when a client leaves mid-call and the loop stops for go
 hand-off that waited for the loop would hang the server there (tests/mcp_servers/
 test_cancels.py). Its own variable, so a test of the write tools' acts never meets these.
 
-Both hooks' FIFOs are opened at start, before any root is served (so a restriction set up
+FSAGENT_TEST_STEP_PAUSE pauses at each step of the journal of intent (journal.py): after a
+record is made durable and before the rename it announces (`paused recorded <kind>`), right
+after an entry is set aside or swapped (`paused renamed aside`, `paused renamed exchange`),
+after a checked delete is committed (`paused committed aside`), and after a temp name is gone
+and before its record is closed (`paused cleared temp`): a test kills the server at each of
+them (tests/mcp_servers/test_filesystem_journal.py). Its own variable, so the other tests
+never meet these.
+
+FSAGENT_TEST_START_PAUSE pauses a tool call at the two points between taking its slot and
+beginning its work (tool_runner.py): on the loop, after the slot is taken and before a thread
+is asked for, `paused slot <tool>`, awaited so the loop reads on (a cancel sent then lands
+there: no `go` is read for it once cancelled); and in the worker thread, before it claims the
+slot, `paused thread <tool>`. A cancel between the two, or at either, once left the slot taken
+for good.
+
+FSAGENT_TEST_ANSWER_PAUSE pauses, on the loop, the answer a handler made for a request that was
+answered as cancelled already, before it is dropped (stdio_transport.py): `paused drop <id>`,
+awaited so the loop reads on. A cancel read then is a second cancel of a request whose first
+cancel's answer went out: it must not be answered again.
+
+Every hook's FIFOs are opened at start, before any root is served (so a restriction set up
 later, such as Landlock's, which forbids opening anything outside the roots, cannot stop the
 hook), and read-write, so neither open waits for the test's end of the FIFO.
 
@@ -29,8 +49,13 @@ import threading
 from collections.abc import Iterator
 from contextlib import AbstractContextManager, contextmanager, nullcontext
 
+import anyio
+
 PAUSE_ENV = "FSAGENT_TEST_PAUSE"
 RELEASE_PAUSE_ENV = "FSAGENT_TEST_RELEASE_PAUSE"
+STEP_PAUSE_ENV = "FSAGENT_TEST_STEP_PAUSE"
+START_PAUSE_ENV = "FSAGENT_TEST_START_PAUSE"
+ANSWER_PAUSE_ENV = "FSAGENT_TEST_ANSWER_PAUSE"
 GO = b"go\n"
 NOT_HELD: AbstractContextManager[None] = nullcontext()
 
@@ -64,6 +89,14 @@ class Hook:
         with self.lock:
             self.wait_for_go()
 
+    async def pause_awaited(self, tool: str, argument: str) -> None:
+        """A pause on the event loop that lets the loop run meanwhile: cancelled while it
+        waits, it reads nothing (the test sends no `go` for it)."""
+        self.tell(tool, argument)
+        await anyio.wait_readable(self.go)
+        with self.lock:
+            self.wait_for_go()  # the test writes `go\n` at once: it is all there
+
     def tell(self, tool: str, argument: str) -> None:
         os.write(self.paused, f"paused {tool} {argument}\n".encode())
 
@@ -77,23 +110,42 @@ class Hook:
 
 _hook: Hook | None = None
 _release_hook: Hook | None = None
+_step_hook: Hook | None = None
+_start_hook: Hook | None = None
+_answer_hook: Hook | None = None
 
 
 def open_from_environment() -> None:
     """Open the FIFOs of each hook whose variable names a folder; call it first thing."""
-    global _hook, _release_hook
+    global _hook, _release_hook, _step_hook, _start_hook, _answer_hook
     folder = os.environ.get(PAUSE_ENV)
     if folder:
         _hook = Hook(folder)
     folder = os.environ.get(RELEASE_PAUSE_ENV)
     if folder:
         _release_hook = Hook(folder)
+    folder = os.environ.get(STEP_PAUSE_ENV)
+    if folder:
+        _step_hook = Hook(folder)
+    folder = os.environ.get(START_PAUSE_ENV)
+    if folder:
+        _start_hook = Hook(folder)
+    folder = os.environ.get(ANSWER_PAUSE_ENV)
+    if folder:
+        _answer_hook = Hook(folder)
 
 
 def pause(tool: str, argument: str) -> None:
     """Wait here for the test, when the hook is set (never in normal use)."""
     if _hook is not None:
         _hook.pause(tool, argument)
+
+
+def step(what: str, which: str) -> None:
+    """Wait here for the test, when the step hook is set (never in normal use): around each
+    rename the journal announces (journal.py), so a test can kill the server there."""
+    if _step_hook is not None:
+        _step_hook.pause(what, which)
 
 
 def held_before_release(tool: str) -> AbstractContextManager[None]:
@@ -109,3 +161,24 @@ def pause_at_session_end() -> None:
     hand-off, when the release hook is set (never in normal use)."""
     if _release_hook is not None:
         _release_hook.pause_behind("session", "over")
+
+
+async def pause_on_the_loop(tool: str) -> None:
+    """A call's slot is taken and its thread not asked for: wait for the test there, the loop
+    reading on, when the start hook is set (never in normal use)."""
+    if _start_hook is not None:
+        await _start_hook.pause_awaited("slot", tool)
+
+
+def pause_in_thread(tool: str) -> None:
+    """In a call's worker thread, before it claims its slot: wait for the test, when the start
+    hook is set (never in normal use)."""
+    if _start_hook is not None:
+        _start_hook.pause_behind("thread", tool)
+
+
+async def pause_before_dropping(request_id: int | str) -> None:
+    """The answer to a request answered as cancelled is about to be dropped: wait for the
+    test there, the loop reading on, when the answer hook is set (never in normal use)."""
+    if _answer_hook is not None:
+        await _answer_hook.pause_awaited("drop", str(request_id))

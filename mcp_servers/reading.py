@@ -212,8 +212,8 @@ class ReadTools(ToolBase):
             return "Files are identical"
         lines = CappedLines()
         try:
-            for line in unified_diff(texts[0], texts[1], names[0], names[1], keep_ends=True):
-                if not lines.add(line.rstrip("\n")):
+            for line in unified_diff(texts[0], texts[1], names[0], names[1]):
+                if not lines.add(line):
                     break
         except DiffTooLarge as too_large:
             return f"Files {names[0]} and {names[1]} differ: {too_large.describe()}"

@@ -5,12 +5,15 @@ entry the tool checked; and what every write tool shares (the umask, new files' 
 from __future__ import annotations
 
 import os
+import stat
 from collections.abc import Callable
+from pathlib import Path
 from typing import TypeVar
 
 from mcp_servers.capture import Held, New, put_in_place
-from mcp_servers.dirfd import create_temp, remove_quietly
+from mcp_servers.dirfd import Made, remove_quietly, temp_name
 from mcp_servers.fileio import write_all
+from mcp_servers.journal import Journal, JournalledMade, Place, clear, record
 from mcp_servers.permissions import take_over
 from mcp_servers.plans import PlanTools
 from mcp_servers.protected import Protected
@@ -35,25 +38,64 @@ class WriteBase(PlanTools):
         super().__init__(sandbox, protected)
         self.umask = current_umask()
         self.new_file_mode = 0o666 & ~self.umask
+        self.journals: dict[Path, Journal] = {}  # per root; set by the server (journal.py)
+
+    def place_of(self, real_folder: Path, fd: int) -> Place | None:
+        """Where the journal of `real_folder`'s root finds the folder held as `fd`."""
+        root = self.sandbox.root_of(real_folder)
+        journal = None if root is None else self.journals.get(root)
+        if root is None or journal is None:
+            return None
+        return Place(journal, fd, real_folder.relative_to(root).parts, str(root))
+
+    def made_for(self, real: Path) -> Made:
+        """What notes the folders made on the way to `real` (journalled where its root is)."""
+        root = self.sandbox.root_of(real)
+        journal = None if root is None else self.journals.get(root)
+        return Made() if journal is None else JournalledMade(journal)
 
 
-def replace_entry(held: Held, fill: Callable[[int], T], finish: Callable[[int], None]) -> T:
+def replace_entry(
+    held: Held,
+    fill: Callable[[int], T],
+    finish: Callable[[int], None],
+    placing: Callable[[New], None] | None = None,
+) -> T:
     """Write a temp file in the held entry's folder with `fill`, give it its owner and mode
     with `finish`, then put it under the name in place of exactly the entry checked (or where
     nothing was): a link is replaced by a file, never followed, and nothing changes if the
     call stops, or the entry under the name is another one, before the rename."""
-    fd, temp_name = create_temp(held.folder)
+    fd, temp = create_temp(held.folder, held.place, held.name)
     try:
         result = fill(fd)
         os.fsync(fd)
         finish(fd)
-        put_in_place(held, New(held.folder, temp_name, held.where, os.fstat(fd)))
+        new = New(held.folder, temp, held.where, os.fstat(fd), held.place)
+        if placing is not None:  # a move across filesystems journals where its copy goes
+            placing(new)
+        put_in_place(held, new)
     except BaseException:
-        remove_quietly(held.folder, temp_name)
+        remove_quietly(held.folder, temp)
+        clear(temp)
         raise
     finally:
         os.close(fd)
     return result
+
+
+def create_temp(folder: int, place: Place | None, name: str) -> tuple[int, str]:
+    """A new private file in `folder` for an atomic replace of `name`: (descriptor, temp
+    name), journalled before it exists, so recovery knows it is ours."""
+    while True:
+        temp = temp_name()
+        record(place, "temp", temp, name, type=stat.S_IFREG)
+        try:
+            return os.open(temp, NEW_FILE_FLAGS, 0o600, dir_fd=folder), temp
+        except FileExistsError:
+            clear(temp)
+        except BaseException:
+            clear(temp)
+            raise
 
 
 def writer_of(*parts: bytes) -> Callable[[int], None]:

@@ -24,6 +24,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from mcp_servers.names import parse, quoted, quoted_given, windows_style
+from mcp_servers.reserved import reserved_name, why_reserved
 
 MAX_PATH_LENGTH = 4096
 SECURITY_PREFIX = "security_error:"
@@ -98,13 +99,23 @@ class Sandbox:
 
     # -- resolution -----------------------------------------------------------------------
 
-    def resolve(self, given: str) -> Resolved:
+    def resolve(self, given: str, *, reserved_ok: bool = False) -> Resolved:
         """Resolve a path for reading or writing: links are followed, but only inside.
 
         The result is a real path with no symlink in it, so acting on it cannot be redirected
-        outside except by a change made in the meantime (callers open with O_NOFOLLOW).
+        outside except by a change made in the meantime (callers open with O_NOFOLLOW). A
+        path through one of the server's own names is refused (reserved.py) unless
+        `reserved_ok` (the plan, which says so instead).
         """
-        return self.resolve_lexical(given, self.absolute(given))
+        resolved = self.resolve_lexical(given, self.absolute(given))
+        return resolved if reserved_ok else self.refuse_reserved(given, resolved)
+
+    def refuse_reserved(self, given: str, resolved: Resolved) -> Resolved:
+        """`resolved`, unless its real path goes through a name the server keeps for itself."""
+        name = reserved_name(resolved.real, resolved.root)
+        if name is not None:
+            raise SandboxError(why_reserved(quoted_given(given), quoted(name)))
+        return resolved
 
     def resolve_lexical(self, given: str, lexical: str) -> Resolved:
         """`resolve` for an absolute raw path; `given` is what errors name."""
@@ -117,12 +128,17 @@ class Sandbox:
             raise self.unusable(given, error) from None
         return self.inside_or_refuse(given, real, exists=True)
 
-    def resolve_entry(self, given: str) -> Resolved:
+    def resolve_entry(self, given: str, *, reserved_ok: bool = False) -> Resolved:
         """Resolve a path naming a directory entry itself (for delete and move).
 
         The parent folder is resolved; the final name is kept, so a symlink is acted on as a
-        link, never through it. A link whose target leaves the roots is still refused.
+        link, never through it. A link whose target leaves the roots is still refused, and so
+        is a path through a reserved name (see `resolve`).
         """
+        resolved = self.entry_of(given)
+        return resolved if reserved_ok else self.refuse_reserved(given, resolved)
+
+    def entry_of(self, given: str) -> Resolved:
         lexical = self.absolute(given)
         name = os.path.basename(lexical)
         if name in ("", ".", "..") or Path(os.path.realpath(lexical)) in self.roots:

@@ -20,15 +20,19 @@ is told to stop, and the answer its handler makes later is dropped, so every req
 exactly one answer. A cancel of an answered or unknown request, a second one, or one whose
 request id cannot be read changes nothing.
 
-A client that leaves (stdin closed, stdout a broken pipe) ends the server quietly.
+A client that leaves (stdin closed, stdout a broken pipe) ends the server quietly. A client
+that closes our stdout with no answer left to write is seen too (`watch_for_hang_up`): a
+server that learnt of it only at its next answer waited on stdin for good.
 """
 
 from __future__ import annotations
 
+import asyncio
 import codecs
 import json
 import logging
 import re
+import select
 import sys
 import threading
 from collections.abc import AsyncIterator, Awaitable, Callable
@@ -44,6 +48,7 @@ from mcp import types
 from mcp.shared.message import SessionMessage
 from pydantic import ValidationError
 
+from mcp_servers import race_hook
 from mcp_servers.cancels import Cancels, RequestId
 from mcp_servers.request_limits import MAX_LINE_BYTES, too_large
 
@@ -217,6 +222,46 @@ async def stdin_lines(stdin: BinaryIO) -> AsyncIterator[Callable[[], Awaitable[b
         yield readline
 
 
+HANG_UP = select.POLLERR | select.POLLHUP
+
+
+def hung_up(fd: int) -> bool:
+    """Wait until the reader of `fd` (a pipe or a socket) has gone; False at once when poll
+    cannot watch `fd`. Asking for no event, only the ones poll always reports, a regular file
+    or /dev/null is never ready: that wait lasts for good, in a daemon thread."""
+    watch = select.poll()
+    watch.register(fd, 0)
+    while True:
+        try:
+            ready = watch.poll()
+        except OSError:
+            return False
+        if any(events & HANG_UP for _, events in ready):
+            return True
+        if any(events & select.POLLNVAL for _, events in ready):
+            return False
+
+
+def watch_for_hang_up(stdout: BinaryIO, gone: anyio.Event) -> None:
+    """Set `gone` once the client closes its end of our stdout, from a daemon thread of its
+    own. Without it a client that closed our stdout after its last answer, keeping stdin
+    open, was noticed only at the next answer: never, so the server waited on stdin for
+    good (the answer and the close race: tests/mcp_servers/test_cancels.py). The thread
+    hands the news to the loop without waiting for it (a loop already stopped is fine)."""
+    try:
+        fd = stdout.fileno()
+    except (OSError, ValueError):  # not a file (a test's buffer): nothing to watch
+        return
+    loop = asyncio.get_running_loop()
+
+    def watch() -> None:
+        if hung_up(fd):
+            with suppress(RuntimeError):  # the loop is closed: the server is stopping
+                loop.call_soon_threadsafe(gone.set)
+
+    threading.Thread(target=watch, name="fsagent-stdout-watch", daemon=True).start()
+
+
 class InFlight:
     """The requests read and not yet answered: how many, and what they weigh."""
 
@@ -246,6 +291,10 @@ class InFlight:
         if waiting > 0:
             self.cancelled[request_id] = self.cancelled.get(request_id, 0) + waiting
         return max(waiting, 0)
+
+    def was_cancelled(self, request_id: object) -> bool:
+        """The request was answered as cancelled (its handler's answer will be dropped)."""
+        return isinstance(request_id, int | str) and request_id in self.cancelled
 
     def goes_out(self, request_id: object) -> bool:
         """An answer to `request_id` is about to go out: counted as answered, and False when
@@ -304,7 +353,8 @@ async def stdio_streams(
     tuple[MemoryObjectReceiveStream[SessionMessage | Exception], MemoryObjectSendStream[Any]]
 ]:
     """The (read, write) streams an MCP server runs on, over stdin and stdout."""
-    writer = LineWriter(stdout or sys.stdout.buffer)
+    stdout = stdout or sys.stdout.buffer
+    writer = LineWriter(stdout)
     incoming_writer, incoming = anyio.create_memory_object_stream[SessionMessage | Exception](0)
     outgoing, outgoing_reader = anyio.create_memory_object_stream[SessionMessage](0)
     in_flight = InFlight()
@@ -314,9 +364,11 @@ async def stdio_streams(
         request_id = cancelled_id(message)
         if request_id is None:
             return
-        for _ in range(in_flight.cancel(request_id)):
+        answered = in_flight.cancel(request_id)
+        for _ in range(answered):
             cancels.cancel(request_id)
             await writer.write(cancelled_line(request_id))
+        logger.info("cancel of request %s: %d answered as cancelled", request_id, answered)
 
     async def read_requests() -> None:
         async with incoming_writer:
@@ -351,11 +403,25 @@ async def stdio_streams(
         async with outgoing_reader:
             async for message in outgoing_reader:
                 root = message.message.root
+                if isinstance(root, ANSWERS) and in_flight.was_cancelled(root.id):
+                    # A test can hold it here, the loop reading on (race_hook.py).
+                    await race_hook.pause_before_dropping(root.id)
                 # Decided before the write, so a cancel read meanwhile finds it answered.
                 if isinstance(root, ANSWERS) and not in_flight.goes_out(root.id):
                     cancels.forget(root.id)
                     continue
                 await writer.write(encode(message))
+
+    watching = anyio.CancelScope()
+
+    async def hang_up() -> None:
+        """Ends when the client closes our stdout, answers or not (see watch_for_hang_up);
+        cancelled when the session ends otherwise."""
+        with watching:
+            gone = anyio.Event()
+            watch_for_hang_up(stdout, gone)
+            await gone.wait()
+            raise ClientGone()
 
     async def until_the_client_leaves(work: Callable[[], Awaitable[None]]) -> None:
         try:
@@ -367,5 +433,9 @@ async def stdio_streams(
     async with anyio.create_task_group() as tasks:
         tasks.start_soon(until_the_client_leaves, read_requests)
         tasks.start_soon(until_the_client_leaves, write_answers)
+        tasks.start_soon(until_the_client_leaves, hang_up)
         # The session closes both streams when it ends, which ends both tasks.
-        yield incoming, outgoing
+        try:
+            yield incoming, outgoing
+        finally:
+            watching.cancel()

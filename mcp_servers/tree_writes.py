@@ -35,6 +35,7 @@ from mcp_servers.dirfd import (
 )
 from mcp_servers.errors import describe
 from mcp_servers.fileio import copy_sparse, kind_of, not_regular, open_checked, open_regular
+from mcp_servers.journal import clear, commit, moved, record
 from mcp_servers.links import links_leaving
 from mcp_servers.names import quoted_given, show
 from mcp_servers.permissions import check_writable
@@ -112,7 +113,7 @@ class TreeTools(WriteBase):
                 try:
                     if want is not None and stat.S_ISDIR(found.st_mode):
                         self.check_folder_state(src_folder, aside, src, want)
-                    moving = New(src_folder, aside, held.where, found)
+                    moving = New(src_folder, aside, held.where, found, held.place)
                     self.move_to(moving, dst, dst_folder, dst_name, replaced, wanted, source)
                 except BaseException as error:
                     raise_with_note(error, put_back(held, src_folder, aside, held.where))
@@ -148,6 +149,7 @@ class TreeTools(WriteBase):
             held = self.held("delete", "path", folder, name, target, found, want)
             aside = set_aside(held)
             os.unlink(aside, dir_fd=folder)
+            clear(aside)
         size = found.st_size if stat.S_ISREG(found.st_mode) else 0
         return to_json(
             {"path": relative, "type": kind_of(found.st_mode), "files": 1, "bytes": size}
@@ -166,7 +168,8 @@ class TreeTools(WriteBase):
         want: Wanted,
     ) -> Held:
         where = self.raw_relative(target.real.parent)
-        return Held(tool, argument, folder, name, where, found, want is not None)
+        place = self.place_of(target.real.parent, folder)
+        return Held(tool, argument, folder, name, where, found, want is not None, place)
 
     def entry_there(
         self, folder: int, name: str, target: Resolved, given: str, want: Wanted
@@ -232,8 +235,10 @@ class TreeTools(WriteBase):
                 raise self.not_empty(target, counts)
         except BaseException as error:
             raise_with_note(error, put_back(held, folder, aside, held.where))
+        commit(aside)  # from here on a stopped server's delete is finished at the next start
         with unbounded():
             remove_tree(folder, aside)
+        clear(aside)
         return counts
 
     def counts_of(self, folder: int, name: str) -> dict[str, int]:
@@ -296,7 +301,7 @@ class TreeTools(WriteBase):
         if folder is not None:
             yield folder, name
             return
-        with self.places.parent_made(dst.real) as made:
+        with self.places.parent_made(dst.real, self.made_for(dst.real)) as made:
             yield made
 
     def move_to(
@@ -329,13 +334,15 @@ class TreeTools(WriteBase):
         if stat.S_ISLNK(moving.found.st_mode):
             text = os.readlink(moving.name, dir_fd=moving.folder)
             made = temp_name()
-            os.symlink(text, made, dir_fd=target.folder)
+            record(target.place, "temp", made, target.name, type=stat.S_IFLNK)
             try:
-                put_in_place(
-                    target, New(target.folder, made, target.where, entry_stat(target.folder, made))
-                )
+                os.symlink(text, made, dir_fd=target.folder)
+                found = entry_stat(target.folder, made)
+                moved(moving.name, target.place, target.name, found)
+                put_in_place(target, New(target.folder, made, target.where, found, target.place))
             except BaseException:
                 remove_quietly(target.folder, made)
+                clear(made)
                 raise
         elif stat.S_ISREG(moving.found.st_mode):
             reader, found = open_checked(moving.folder, moving.name, target.shown)
@@ -344,6 +351,7 @@ class TreeTools(WriteBase):
                     target,
                     lambda fd: copy_sparse(reader, fd),
                     finisher(found, moving.folder, moving.name),
+                    lambda new: moved(moving.name, target.place, target.name, new.found),
                 )
             finally:
                 os.close(reader)
@@ -352,7 +360,9 @@ class TreeTools(WriteBase):
                 f"cannot move {quoted_given(source)} to another filesystem: it is a "
                 f"{kind_of(moving.found.st_mode)}; copy it there, then delete the original"
             )
+        commit(moving.name)  # the copy is in place: a stopped server's move is finished
         os.unlink(moving.name, dir_fd=moving.folder)
+        clear(moving.name)
 
     def copy_file(
         self, src: Resolved, dst: Resolved, overwrite: bool, wanted: dict[str, dict[str, Any]]
@@ -423,8 +433,9 @@ class TreeTools(WriteBase):
                 "copy", "destination", folder, name, dst, replaced, wanted.get("destination")
             )
             building = temp_name()
-            os.mkdir(building, 0o700, dir_fd=folder)
+            record(target.place, "temp", building, name, type=stat.S_IFDIR)
             try:
+                os.mkdir(building, 0o700, dir_fd=folder)
                 unreadable = Unreadable()
                 top = os.open(building, LIST_FLAGS, dir_fd=folder)
                 summary = self.copy_into(src, listed, top, unreadable)
@@ -433,13 +444,13 @@ class TreeTools(WriteBase):
                 if want is not None:  # and nothing below changed while it was copied
                     self.check_state(want, src, folder_state(listed))
                 confirm(source)
-                put_in_place(
-                    target, New(folder, building, target.where, entry_stat(folder, building))
-                )
+                built = entry_stat(folder, building)
+                put_in_place(target, New(folder, building, target.where, built, target.place))
                 return {**summary, "replaced": False}
             except BaseException:
                 with suppress(OSError), unbounded():
                     remove_tree(folder, building)
+                clear(building)
                 raise
 
     def incomplete_copy(self, src: Resolved, unreadable: Unreadable) -> ToolError:

@@ -214,7 +214,7 @@ class WriteTools(TreeTools):
                 size = self.touch_entry(folder, name, found, target, want)
                 return to_json({"path": relative, "created": False, "size": size})
             self.check_state(want, target, MISSING)
-        with self.places.parent_made(target.real) as (folder, name):
+        with self.places.parent_made(target.real, self.made_for(target.real)) as (folder, name):
             held = self.held("touch", "path", folder, name, target, None, want)
             pause("touch", "path")
             try:
@@ -278,7 +278,7 @@ class WriteTools(TreeTools):
         result = self.result(target, None, content)
         if dry_run:
             return self.dry_run(result, None, content)
-        with self.places.parent_made(target.real) as (folder, name):
+        with self.places.parent_made(target.real, self.made_for(target.real)) as (folder, name):
             held = self.held("write_file", "path", folder, name, target, None, want)
             mode = self.new_file_mode
             replace_entry(held, writer_of(content), lambda fd: os.fchmod(fd, mode))

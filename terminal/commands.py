@@ -36,6 +36,7 @@ from terminal.review import describe_call, show_preview
 from terminal.steps import StepPrinter, show_run
 from terminal.thread_listing import call_lines as call_lines
 from terminal.thread_listing import status_text as status_text
+from terminal.typeahead import before_question
 from terminal.undo import finish_cut_off_undo, undo_at_terminal
 
 # --- threads ----------------------------------------------------------------------------------
@@ -76,9 +77,11 @@ async def remove_thread(store: Store, app: Graph, name: str, ask: bool) -> int:
 def confirm(question: str) -> str:
     """A yes/no on the terminal; "" at end of input. Read here, on the loop's own thread,
     with Python's own Ctrl-C: asyncio's first Ctrl-C only cancels the main task, which a
-    blocking read never notices, and a read on a worker thread would outlive the command."""
+    blocking read never notices, and a read on a worker thread would outlive the command.
+    Only keys typed once it is asked count (terminal.typeahead)."""
     previous = signal.signal(signal.SIGINT, signal.default_int_handler)
     try:
+        before_question(sys.stdin, put)
         return input(question)
     except EOFError:
         put()

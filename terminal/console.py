@@ -1,13 +1,15 @@
 """The person's terminal: reading their lines (a TTY or a pipe), writing what happened, and
 recording transcript events.
 
-`Terminal` is the plain one: piped input, `--plain`, NO_COLOR, TERM=dumb, or an output that
-is not a terminal. It writes the model's printable text byte for byte and no escape code
-unless `color` is on (the diff of a review, on a terminal). Whatever it writes, and whatever
-it records in the transcript, first goes through `core.text.visible`: nothing from a file, a
-tool result, the model or a thread name reaches the screen raw (an ESC, a bidi control).
+`Terminal` is the plain one: piped input, `--plain`, TERM=dumb, or an output that is not a
+terminal. It writes the model's printable text byte for byte and no escape code unless
+`color` is on (the diff of a review, on a terminal, without NO_COLOR). Whatever it writes,
+and whatever it records in the transcript, first goes through `core.text.visible`: nothing
+from a file, a tool result, the model or a thread name reaches the screen raw (an ESC, a
+bidi control).
 `terminal.tty.TtyTerminal` is the one a person at a terminal gets: line editing, history, a
-status line and Markdown answers.
+status line and Markdown answers (NO_COLOR takes only the colour away: no-color.org asks that
+no colour be added, nothing more).
 """
 
 from __future__ import annotations
@@ -22,6 +24,7 @@ from typing import Any, Literal, TextIO
 
 from core.text import json_visible, visible
 from terminal.interrupts import CtrlC, Interrupted
+from terminal.typeahead import before_question
 
 # What a session's screen can be: "tty" line editing, status line and Markdown; "color" plain
 # text with a coloured diff (piped input shown on a terminal); "plain" no escape code at all.
@@ -35,14 +38,22 @@ def screen_kind(
     stdin: TextIO | None = None,
     stdout: TextIO | None = None,
 ) -> ScreenKind:
-    """Decided once, at start: --plain, NO_COLOR (any non-empty value, as no-color.org
-    says), TERM=dumb and an output that is not a terminal all mean no escape code at all."""
+    """Decided once, at start: --plain, TERM=dumb and an output that is not a terminal all
+    mean no escape code at all. NO_COLOR is not one of them (see `colour_wanted`)."""
     environ = os.environ if environ is None else environ
     stdin = stdin or sys.stdin
     stdout = stdout or sys.stdout
-    if plain or environ.get("NO_COLOR") or environ.get("TERM") == "dumb" or not _isatty(stdout):
+    if plain or environ.get("TERM") == "dumb" or not _isatty(stdout):
         return "plain"
     return "tty" if _isatty(stdin) else "color"
+
+
+def colour_wanted(environ: Mapping[str, str] | None = None) -> bool:
+    """Whether a screen that may style its text may colour it: not with NO_COLOR set to
+    anything but "" (no-color.org: it "prevents the addition of ANSI color", and only that;
+    line editing, the status line, bold and dim stay). prompt_toolkit and rich read it too."""
+    environ = os.environ if environ is None else environ
+    return not environ.get("NO_COLOR")
 
 
 # A prompt longer than this is a paste: echoed as its size, not line by line.
@@ -85,7 +96,7 @@ class Terminal:
     piped: bool = field(default_factory=lambda: not sys.stdin.isatty())
     streaming: bool = False  # in the middle of a line of model text
     thinking: bool = False  # in the middle of the model's reasoning
-    color: bool = field(default_factory=lambda: screen_kind() != "plain")
+    color: bool = field(default_factory=lambda: screen_kind() != "plain" and colour_wanted())
     # Where `event()` records what happened, for --transcript; None records nothing.
     transcript: TextIO | None = None
     redactions: list[tuple[str, str]] = field(default_factory=list)
@@ -178,13 +189,31 @@ class Terminal:
     # -- lines in --------------------------------------------------------------------------------
 
     async def prompt(self, text: str) -> str | None:
-        """The person's next request; None at end of input. Interrupted on Ctrl-C."""
-        return await self.ask(text)
+        """The person's next request; None at end of input. Interrupted on Ctrl-C. What was
+        typed ahead stays: a request is not a decision."""
+        return await self.read_line(text)
 
     async def ask(self, question: str) -> str | None:
+        """The answer to a question that decides something (an approval, an undo, the
+        model's question): only keys typed once it is asked count (terminal.typeahead)."""
+        return await self.read_line(question, fresh=True)
+
+    async def follow_up(self, question: str) -> str | None:
+        """A line that completes an answer just given (a reason after `n`, a respond's
+        text): what was typed on after that answer is kept, since it decides nothing."""
+        return await self.read_line(question)
+
+    def drop_typed_ahead(self) -> None:
+        """Before a deciding question at a terminal: the keys typed before it dropped, and
+        said (a pipe's lines are its answers, in order: nothing is dropped)."""
+        before_question(self.stdin, self.say)
+
+    async def read_line(self, question: str, fresh: bool = False) -> str | None:
         """One line from the person; None at end of input; Interrupted on Ctrl-C. A pipe's
         line is echoed so a transcript shows both what was asked and what was answered."""
         self.end_stream()
+        if fresh:
+            self.drop_typed_ahead()
         try:
             with self.ctrl_c.blocking_read():
                 return self._read_line(visible(question))

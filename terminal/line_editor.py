@@ -16,14 +16,15 @@ from __future__ import annotations
 
 import os
 import re
-from collections.abc import Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from pathlib import Path
 
 from prompt_toolkit import PromptSession
 from prompt_toolkit.completion import CompleteEvent, Completer, Completion
 from prompt_toolkit.document import Document
 from prompt_toolkit.history import FileHistory, History, InMemoryHistory
-from prompt_toolkit.key_binding import KeyBindings, KeyPressEvent, merge_key_bindings
+from prompt_toolkit.input.typeahead import get_typeahead
+from prompt_toolkit.key_binding import KeyBindings, KeyPress, KeyPressEvent, merge_key_bindings
 from prompt_toolkit.keys import Keys
 
 from terminal.console import pasted
@@ -169,13 +170,31 @@ class LineEditor:
         if self.requests.app.is_running and buffer.text.startswith("/"):
             buffer.start_completion(select_first=False)
 
-    async def request(self, prompt: str) -> str:
+    def drop_held(self) -> int:
+        """The keys the last prompt read past the Enter that ended it (prompt_toolkit keeps
+        them for the next prompt on the same terminal), dropped; how many a person typed."""
+        return sum(typed_keys(key) for key in get_typeahead(self.answers.app.input))
+
+    async def request(self, prompt: str, pre_run: Callable[[], None] | None = None) -> str:
         try:
-            line = await self.requests.prompt_async(prompt, set_exception_handler=False)
+            line = await self.requests.prompt_async(
+                prompt, set_exception_handler=False, pre_run=pre_run
+            )
         except BaseException:
             self.pastes.held.clear()  # Ctrl-C cleared the line, Ctrl-D ended: no paste is sent
             raise
         return self.pastes.expand(line)
 
-    async def answer(self, prompt: str) -> str:
-        return await self.answers.prompt_async(prompt, set_exception_handler=False)
+    async def answer(self, prompt: str, pre_run: Callable[[], None] | None = None) -> str:
+        """`pre_run` runs as the prompt starts, before it reads a key or is drawn."""
+        return await self.answers.prompt_async(prompt, set_exception_handler=False, pre_run=pre_run)
+
+
+def typed_keys(key: KeyPress) -> int:
+    """A key a person typed counts one, a paste one per character; a terminal's own answer
+    (a cursor position report) none."""
+    if key.key == Keys.CPRResponse:
+        return 0
+    if key.key == Keys.BracketedPaste:
+        return len(key.data)
+    return 1

@@ -119,7 +119,7 @@ async def piped_decision(term: Terminal, call: ApprovalCall) -> Decision | None:
         raise NotAnAnswer(f"{line.strip()!r}: a piped respond carries its text (r: text)")
     if key != "e":
         return as_decision(key, rest, "piped")
-    text = rest or await term.ask("  arguments as JSON> ")
+    text = rest or await term.follow_up("  arguments as JSON> ")
     if text is None:
         return None
     return as_decision(key, "", "piped", json_arguments(text))
@@ -141,9 +141,10 @@ async def person_decision(term: Terminal, call: ApprovalCall) -> Decision | None
         try:
             key, rest = parse_answer(line, call)
             if key == "n" and not rest:
-                rest = await term.ask("  reason (optional; the model reads it)> ") or ""
+                rest = await term.follow_up("  reason (optional; the model reads it)> ") or ""
             if key == "r" and not rest:
-                rest = await term.ask("  your answer (the model reads it as the result)> ") or ""
+                asked = "  your answer (the model reads it as the result)> "
+                rest = await term.follow_up(asked) or ""
                 if not rest.strip():
                     term.say("  no answer given; answer again")
                     continue

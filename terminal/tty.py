@@ -3,8 +3,8 @@
 rendered as Markdown (terminal.live).
 
 Built by agent.py only when both stdin and stdout are terminals and nothing asks for plain
-text (`--plain`, NO_COLOR, TERM=dumb), so prompt_toolkit and rich are never imported for
-`--help`, a pipe or a regression run.
+text (`--plain`, TERM=dumb; NO_COLOR only takes the colour away), so prompt_toolkit and rich
+are never imported for `--help`, a pipe or a regression run.
 """
 
 from __future__ import annotations
@@ -18,10 +18,11 @@ from prompt_toolkit.formatted_text import ANSI
 from rich.console import Console
 
 from core.text import visible
-from terminal.console import Terminal
+from terminal.console import Terminal, colour_wanted
 from terminal.interrupts import Interrupted
 from terminal.line_editor import LineEditor, history_path, open_history
 from terminal.live import LiveArea
+from terminal.typeahead import before_question
 
 
 @dataclass
@@ -30,7 +31,7 @@ class TtyTerminal(Terminal):
 
     def __post_init__(self) -> None:
         self.piped = False
-        self.color = True
+        self.color = colour_wanted()  # the diff's colours; NO_COLOR leaves the rest
         history, self.history_problem = open_history(history_path())
         self.editor = LineEditor(self.commands, history)
         self.console = Console(file=self.out, highlight=False, emoji=False, markup=False)
@@ -135,13 +136,26 @@ class TtyTerminal(Terminal):
         return await self._read(self.editor.request, visible(text))
 
     async def ask(self, question: str) -> str | None:
+        # Dropped as the answer's prompt starts, right before it is drawn: the typed-ahead
+        # keys are those in the terminal and those the last prompt read past its Enter.
+        return await self._read(self.editor.answer, visible(question), self.drop_typed_ahead)
+
+    async def follow_up(self, question: str) -> str | None:
         return await self._read(self.editor.answer, visible(question))
 
-    async def _read(self, read: Callable[[str], Awaitable[str]], text: str) -> str | None:
+    def drop_typed_ahead(self) -> None:
+        before_question(self.stdin, self.say, held=self.editor.drop_held)
+
+    async def _read(
+        self,
+        read: Callable[[str, Callable[[], None] | None], Awaitable[str]],
+        text: str,
+        before: Callable[[], None] | None = None,
+    ) -> str | None:
         self.end_stream()
         self.reading = True
         try:
-            return await read(text)
+            return await read(text, before)
         except KeyboardInterrupt:
             raise Interrupted from None
         except EOFError:

@@ -11,7 +11,7 @@ The agent under test runs as a subprocess and talks real HTTP, so this is a real
 It can also run as its own process (so a test can kill it to simulate LM Studio going down):
 
     python tests/fake_llm.py --script steps.json [--port 0] [--auto-route NAME] [--log FILE]
-        [--flavour lmstudio|llamacpp|openai] [--context N] [--slots N]
+        [--flavour lmstudio|llamacpp|openai|ollama] [--context N] [--slots N]
         [--model NAME[:TYPE[:STATE[:CONTEXT]]] ...]
 
 which prints `ready http://127.0.0.1:PORT/v1` once listening and serves until killed.
@@ -33,9 +33,11 @@ Flavours (`flavour=`) copy what each real server says besides chat completions:
 - "ollama": Ollama (docs.ollama.com/api). `/api/version`, `/api/ps` (each loaded model with
   its allocated `context_length`), `/api/tags`, `POST /api/show` (a Modelfile's `num_ctx`
   when the model sets a context, and `model_info.<arch>.context_length`), a plain-text 404
-  elsewhere. It never refuses a prompt too long: it keeps its last `num_ctx/2 + 2` tokens,
-  answers 200 and says so only in its usage (ollama/ollama#3839, #17427); `llm.truncated`
-  lists each (prompt, kept).
+  elsewhere. Its own runner never refuses a prompt too long: it keeps its last `num_ctx/2 +
+  2` tokens, answers 200 and says so only in its usage (ollama/ollama#3839, #17427);
+  `llm.truncated` lists each (prompt, kept). A model on its llama-server runner refuses it
+  (`ollama_refuses=True`, ollama/ollama#17889): a 400 whose message is llama-server's
+  `exceed_context_size_error` body as JSON text (microsoft/vscode#320558).
 
 The catalogue (`models=`) takes plain ids or `FakeModel(id, type=, state=, context=)`.
 
@@ -53,8 +55,10 @@ gives the count; `usage` in answers comes from the same tokenizer.
   string>"}` (`lmstudio_wording=` "n_keep" or "keep-first", see LMSTUDIO_WORDINGS), or when
   streaming, LM Studio 0.4.2x's 200 stream whose one event is `event: error`
   (`stream_errors=False` gives the 400 to a streamed request too); OpenAI's 400
-  `context_length_exceeded`. LM Studio's scripted errors (`reply(status=500, error=...)`)
-  are plain strings too. A refused request consumes no script step. A reply that would
+  `context_length_exceeded`; Ollama's, above. A refused request consumes no script step.
+  `reply(overflow=N)` is the same refusal naming N tokens whatever the request holds (a
+  server counting more than the stand-in), and does. LM Studio's scripted errors
+  (`reply(status=500, error=...)`) are plain strings too. A reply that would
   run past the context is cut there, as a real server stops generating.
 - `max_tokens` / `max_completion_tokens` in the request cut a reply at that many tokens with
   `finish_reason: "length"`; `reply(loop="I will read the file. ")` repeats that sentence
@@ -128,6 +132,8 @@ def reply(
     error: str | None = None,
     reasoning: str = "",
     loop: str = "",
+    hold: bool = False,
+    overflow: int | None = None,
 ) -> Reply:
     """One scripted answer. The dict is JSON-able, which is also the --script file format.
 
@@ -136,6 +142,11 @@ def reply(
     status/error: answer with this HTTP status and an OpenAI-style error body instead.
     reasoning: sent as reasoning_content before the content.
     loop: appended to the content over and over until max_tokens (or the context) cuts it.
+    hold: stream the first piece of the content, then wait for `FakeLLM.release()` (a test
+        acts while the answer is on the screen but not done, without a sleep).
+    overflow: refuse the request as too long for the context, in the flavour's own words
+    (as `context=` does), naming this many prompt tokens whatever the request holds: a
+    server that counts more than the stand-in's tokenizer.
     """
     return {
         "content": content,
@@ -146,6 +157,8 @@ def reply(
         "error": error,
         "reasoning": reasoning,
         "loop": loop,
+        "hold": hold,
+        "overflow": overflow,
     }
 
 
@@ -171,6 +184,8 @@ def _normalise(step: Reply) -> Reply:
         "error": step.get("error"),
         "reasoning": step.get("reasoning") or "",
         "loop": step.get("loop") or "",
+        "hold": bool(step.get("hold")),
+        "overflow": step.get("overflow"),
     }
 
 
@@ -658,6 +673,13 @@ def _overflow(
         return 400, {"error": error}
     if flavour == "lmstudio":
         return 400, {"error": lmstudio_overflow_words(prompt, context, wording)}
+    if flavour == "ollama":
+        # A model Ollama runs on its llama-server runner: llama-server's refusal, as JSON
+        # text inside the message of Ollama's OpenAI-style error (microsoft/vscode#320558,
+        # Ollama 0.30.7; ollama/ollama#17889: "some models return HTTP 400 naming 4096").
+        inner = json.dumps(_overflow("llamacpp", prompt, context)[1], separators=(",", ":"))
+        error = {"message": inner, "type": "invalid_request_error", "param": None, "code": None}
+        return 400, {"error": error}
     message = (
         f"This model's maximum context length is {context} tokens. However, your messages "
         f"resulted in {prompt} tokens. Please reduce the length of the messages."
@@ -799,6 +821,13 @@ class _Handler(BaseHTTPRequestHandler):
     def _answer(
         self, request: dict[str, Any], step: Reply, model: str, prompt: str, tokens: list[str]
     ) -> None:
+        fake = self.server.fake
+        if step["overflow"] is not None:
+            with fake._lock:
+                context = fake._context(fake._serving(request.get("model"))) or 4096
+            wording = fake.lmstudio_wording
+            self._refuse(request, *_overflow(fake.flavour, step["overflow"], context, wording))
+            return
         if step["status"] is not None:
             message = step["error"] or f"fake_llm: scripted HTTP {step['status']}"
             time.sleep(step["delay"])
@@ -824,6 +853,7 @@ class _Handler(BaseHTTPRequestHandler):
     def _stream(self, request: dict[str, Any], answer: _Answer) -> None:
         step = answer.generation.step
         self._send_head(200, "text/event-stream", None)
+        holding = bool(step.get("hold"))
         for sent, chunk in enumerate(_chunks(request, answer)):
             if sent == step["drop_after"]:
                 self._drop()
@@ -831,6 +861,9 @@ class _Handler(BaseHTTPRequestHandler):
             if sent and step["delay"]:
                 time.sleep(step["delay"])
             self._write_chunk(f"data: {json.dumps(chunk)}\n\n".encode())
+            if holding and any(c["delta"].get("content") for c in chunk.get("choices", [])):
+                holding = False
+                self.server.fake.released.wait(timeout=60)
         if step["drop_after"] is not None:
             self._drop()  # asked to drop after more chunks than there were: drop before [DONE]
             return
@@ -892,6 +925,7 @@ class FakeLLM:
         lmstudio_wording: str | None = None,
         stream_errors: bool = True,
         structured_output: bool = True,
+        ollama_refuses: bool = False,
     ) -> None:
         if flavour not in FLAVOURS:
             raise ValueError(f"flavour must be one of {', '.join(FLAVOURS)}, not {flavour!r}")
@@ -910,6 +944,9 @@ class FakeLLM:
         # 200 stream (0.4.2x) or as a 400 before any stream (0.3.x).
         self.lmstudio_wording = lmstudio_wording or "n_keep"
         self.stream_errors = stream_errors
+        # Ollama: whether a prompt too long is refused (a model on its llama-server runner)
+        # rather than cut from the front and answered (its own runner).
+        self.ollama_refuses = ollama_refuses
         # Whether response_format json_schema is honoured (a grammar) or refused, as a server
         # without structured output does (NO_SCHEMA_WORDS).
         self.structured_output = structured_output
@@ -924,6 +961,7 @@ class FakeLLM:
         self._slots: list[list[str]] = [[] for _ in range(max(1, slots))]
         self._cache_stats: list[CacheStat] = []
         self._lock = threading.Lock()
+        self.released = threading.Event()  # a `hold` reply goes on (release())
         self._server: _Server | None = None
         self._thread: threading.Thread | None = None
 
@@ -958,6 +996,10 @@ class FakeLLM:
 
     def __enter__(self) -> Self:
         return self.start()
+
+    def release(self) -> None:
+        """Let a reply scripted with `hold` stream the rest of its answer."""
+        self.released.set()
 
     def __exit__(self, *exc: object) -> None:
         self.stop()
@@ -1042,8 +1084,8 @@ class FakeLLM:
             context = self._context(model)
         # llama.cpp refuses at `n_tokens >= n_ctx`: the reply needs at least one free cell.
         if context is not None and prompt >= context:
-            if self.flavour == "ollama":
-                # Ollama never refuses: it drops the front of the prompt and answers 200
+            if self.flavour == "ollama" and not self.ollama_refuses:
+                # Ollama's own runner never refuses: it drops the front of the prompt, answers 200
                 # (ollama/ollama#3839, #17427: what is kept is num_ctx/2 + 2 tokens).
                 with self._lock:
                     self.truncated.append((prompt, context // 2 + 2))
@@ -1386,6 +1428,12 @@ def main(argv: Sequence[str] | None = None) -> None:
         help="refuse response_format, as a server without structured output does",
     )
     parser.add_argument(
+        "--ollama-refuses",
+        action="store_true",
+        help="Ollama: refuse a prompt too long (a model on its llama-server runner) rather "
+        "than cut it and answer",
+    )
+    parser.add_argument(
         "--no-props",
         action="store_true",
         help="llama.cpp without GET /props (a proxy in front, such as llama-swap, or an old build)",
@@ -1407,6 +1455,7 @@ def main(argv: Sequence[str] | None = None) -> None:
         lmstudio_wording=args.lmstudio_wording,
         stream_errors=not args.no_stream_errors,
         structured_output=not args.no_structured_output,
+        ollama_refuses=args.ollama_refuses,
     )
     server = fake.bind()
     print(f"ready {fake.base_url}", flush=True)

@@ -30,6 +30,11 @@ from mcp.types import CallToolResult, TextContent, Tool
 REPO = Path(__file__).resolve().parent.parent
 # mcp_servers/platform_calls.py: set, the server runs as if O_PATH and preadv did not exist.
 PORTABLE_ENV = "FSAGENT_PORTABLE_CALLS"
+# mcp_servers/kernel_sandbox.py: 0, the server runs without Landlock (its own checks alone).
+LANDLOCK_ABI_ENV = "FSAGENT_LANDLOCK_ABI"
+# mcp_servers/journal.py: where the server's journals live (the test's own data folder).
+JOURNAL_ENV = "FSAGENT_JOURNAL_DIR"
+PASSED = (PORTABLE_ENV, LANDLOCK_ABI_ENV, JOURNAL_ENV, "XDG_DATA_HOME")
 CALL_TIMEOUT = 60.0
 
 
@@ -55,9 +60,11 @@ def server_parameters(
 def passed_environment() -> dict[str, str] | None:
     """The variables the server must see beyond the SDK's few: the MCP SDK starts a stdio
     server with only HOME, PATH and a handful more (mcp/client/stdio/__init__.py,
-    DEFAULT_INHERITED_ENV_VARS), so the switch to the portable calls is passed by name."""
-    value = os.environ.get(PORTABLE_ENV)
-    return {PORTABLE_ENV: value} if value else None
+    DEFAULT_INHERITED_ENV_VARS), so the switches of the suite's passes (the portable calls;
+    Landlock off, so the server's own containment is tested alone) are passed by name, and so
+    is the test's data folder, where the server keeps its journals (never the real home's)."""
+    passed = {name: os.environ[name] for name in PASSED if os.environ.get(name)}
+    return passed or None
 
 
 def children_running(*words: str) -> list[int]:

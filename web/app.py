@@ -294,7 +294,7 @@ def create_app(service: Service, access: Access) -> FastAPI:
             "total": len(shown.lines),
             "lines": page,
             "preview_id": shown.preview_id,  # what these lines show, as an approval binds it
-            **payloads.page_facts(shown.lines, offset, offset + len(page), words),
+            **payloads.page_facts(shown, offset, offset + len(page), words),
         }
         return JSONResponse(answer, headers=NO_STORE)
 

@@ -10,11 +10,11 @@ from langchain_core.messages import AIMessage, AnyMessage, HumanMessage, ToolMes
 
 from core.approval.decisions import ToolCall
 from core.changes.binding import Preview
-from core.changes.diff_view import WordSpans, first_view, is_diff, totals, word_spans
+from core.changes.diff_view import WordSpans, first_view_page, is_diff, totals, word_spans
 from core.session import ThreadSession
 from core.threads.messages import content_text
 from core.threads.threads import ThreadView, pending_approval
-from web.preview_cache import PreviewCache
+from web.preview_cache import PreviewCache, flag_data
 
 
 def message_data(message: AnyMessage) -> dict[str, Any] | None:
@@ -76,6 +76,9 @@ async def previewed(
                 **bare_call(call),
                 "preview": shown.lines,
                 "preview_id": shown.preview_id,
+                # The characters marked in the lines (core.changes.marks): look-alikes,
+                # whitespace drawn as signs, control characters, by line index.
+                "preview_flags": shown.flag_data(),
                 **drawn,
             }
         )
@@ -99,24 +102,29 @@ async def drawn_diff(session: ThreadSession, call: ToolCall, shown: Preview) -> 
     whole = await session.whole_preview(call)
     if whole.preview_id != shown.preview_id:
         return {}
-    first = first_view(whole.lines) + shown.lines[cut + 1 :]  # the undo note after the cut
+    # After the cut: the undo note, and a legend of the signs this view draws.
+    first, flags = first_view_page(whole.lines, whole.flags, shown.lines[cut + 1 :])
     return {
         "diff_totals": totals(whole.lines),
         "preview_first": first,
         "preview_words": word_spans(first),
+        "preview_first_flags": flag_data(flags),
     }
 
 
 def page_facts(
-    lines: list[str], offset: int, end: int, whole_words: WordSpans | None = None
+    shown: Preview, offset: int, end: int, whole_words: WordSpans | None = None
 ) -> dict[str, Any]:
-    """A page of a whole preview's totals and its changed words (by index in the whole);
-    `whole_words` are the whole's when they are known already (a kept diff)."""
+    """A page of a whole preview's totals, its changed words and its marked characters (by
+    index in the whole); `whole_words` are the whole's when they are known already (a kept
+    diff)."""
+    lines = shown.lines
     if not is_diff(lines):
         return {}
     known = word_spans(lines) if whole_words is None else whole_words
     words = {at: spans for at, spans in known.items() if offset <= at < end}
-    return {"totals": totals(lines), "words": words}
+    flags = flag_data({at: found for at, found in shown.flags.items() if offset <= at < end})
+    return {"totals": totals(lines), "words": words, "flags": flags}
 
 
 async def detail(session: ThreadSession, view: ThreadView, cache: PreviewCache) -> dict[str, Any]:

@@ -29,8 +29,9 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from core.changes.binding import Preview, preview_id, shown
-from core.changes.diff_view import WordSpans, first_view, is_diff, totals, word_spans
+from core.changes.diff_view import WordSpans, first_view_page, is_diff, totals, word_spans
 from core.changes.intraline import shown_lines
+from core.changes.marks import Flag, mark
 from core.changes.plans import Plan, expect_of, plan_of
 from core.changes.preview import DIFF_TOOLS, cut, dry_run_views, undo_note
 from core.session import ThreadSession
@@ -141,7 +142,7 @@ class PreviewCache:
             return None  # failed, or the file changed between the plan and the dry run
         head, whole, _ = views
         note = await undo_note(call, session.tools, used)
-        drawn = made(session.thread, call, plan, cut(head) + note, shown_lines(whole))
+        drawn = made(session.thread, call, plan, (cut(head), note), shown_lines(whole))
         self.computed += 1
         await _paused("diffed")
         if expect_of(await plan_of(call, session.tools)) == expect:
@@ -168,25 +169,41 @@ def diffed_as_planned(plan: Plan, diffed: str | None) -> bool:
 
 
 def made(
-    thread: str, call: Mapping[str, Any], plan: Plan, lines: list[str], whole_lines: list[str]
+    thread: str,
+    call: Mapping[str, Any],
+    plan: Plan,
+    cut_lines: tuple[list[str], list[str]],
+    whole_lines: list[str],
 ) -> Drawn:
-    """The cut preview, the whole one and the facts a page draws the diff with
-    (core.changes.diff_view), all from the same dry run."""
-    preview = shown(thread, call, plan, lines)
-    whole = shown(thread, call, plan, whole_lines)
-    return Drawn(preview, whole, facts(preview.lines, whole.lines))
+    """The cut preview (its lines and the undo note after them), the whole one and the facts
+    a page draws the diff with (core.changes.diff_view), all from the same dry run, marked
+    as ThreadSession.preview and whole_preview mark theirs (core.changes.marks): the note
+    after the marking, so it is never marked."""
+    head, note = cut_lines
+    marked = mark(head)
+    preview = shown(thread, call, plan, marked.lines + note, marked.flags)
+    marked_whole = mark(whole_lines)
+    whole = shown(thread, call, plan, marked_whole.lines, marked_whole.flags)
+    return Drawn(preview, whole, facts(preview.lines, whole))
 
 
-def facts(lines: list[str], whole: list[str]) -> dict[str, Any]:
+def flag_data(flags: Mapping[int, list[Flag]]) -> dict[str, list[dict[str, Any]]]:
+    """Marked characters as JSON: line index (a string) -> each flag."""
+    return {str(at): [found.data() for found in flags[at]] for at in sorted(flags)}
+
+
+def facts(lines: list[str], whole: Preview) -> dict[str, Any]:
     """drawn_diff's keys (web/payloads.py), of the whole diff from the same read."""
     if not is_diff(lines):
         return {}
     cut_at = next((i for i, line in enumerate(lines) if CUT_MARK in line), None)
     if cut_at is None:
         return {"diff_totals": totals(lines), "preview_words": word_spans(lines)}
-    first = first_view(whole) + lines[cut_at + 1 :]  # the undo note after the cut
+    # After the cut: the undo note, and a legend of the signs this view draws.
+    first, flags = first_view_page(whole.lines, whole.flags, lines[cut_at + 1 :])
     return {
-        "diff_totals": totals(whole),
+        "diff_totals": totals(whole.lines),
         "preview_first": first,
         "preview_words": word_spans(first),
+        "preview_first_flags": flag_data(flags),
     }

@@ -34,6 +34,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from core.approval.decisions import Decision
+from core.changes.marks import Flag
 from core.changes.plans import CallPlan, Plan, Tools, expect_of, plan_call, plan_of
 from core.tools.tool_groups import WRITE_TOOLS
 from mcp_servers import race_hook
@@ -57,6 +58,12 @@ class Preview:
     lines: list[str]
     expect: Plan | None  # the plan's paths and their state; None when the plan failed
     preview_id: str
+    # The characters marked in the lines (core.changes.marks), by line index.
+    flags: dict[int, list[Flag]] = field(default_factory=dict)
+
+    def flag_data(self) -> dict[str, list[dict[str, Any]]]:
+        """The marked characters as JSON: line index (a string) -> each flag."""
+        return {str(at): [found.data() for found in self.flags[at]] for at in sorted(self.flags)}
 
     def binding(self) -> dict[str, Any]:
         """The fields an approval of this preview carries."""
@@ -125,11 +132,19 @@ def _digest(value: Any) -> str:
     return hashlib.sha256(text.encode("ascii")).hexdigest()
 
 
-def shown(thread: str, call: Mapping[str, Any], plan: Plan | None, lines: list[str]) -> Preview:
+def shown(
+    thread: str,
+    call: Mapping[str, Any],
+    plan: Plan | None,
+    lines: list[str],
+    flags: Mapping[int, list[Flag]] | None = None,
+) -> Preview:
     """A preview's lines with their binding; a write's failed plan is said first."""
     expect = expect_of(plan)
-    said = [NO_PLAN, *lines] if plan is None and call.get("name") in WRITE_TOOLS else lines
-    return Preview(said, expect, preview_id(thread, call, expect))
+    first = plan is None and call.get("name") in WRITE_TOOLS
+    said = [NO_PLAN, *lines] if first else lines
+    placed = {at + first: found for at, found in (flags or {}).items()}
+    return Preview(said, expect, preview_id(thread, call, expect), placed)
 
 
 def carry(decision: Decision, preview: Preview) -> Decision:

@@ -11,16 +11,17 @@ Pure, like intraline: the words are found by its changed_spans, the one token co
 from __future__ import annotations
 
 import re
-from collections.abc import Iterator
+from collections.abc import Iterator, Mapping
 
 from core.changes.intraline import LINE_WIDTH, changed_spans
+from core.changes.marks import Flag, is_legend, legend, notes_after
 from core.changes.preview import PREVIEW_LINES
 from core.text import counted
 
 FIRST_VIEW_LINES = PREVIEW_LINES  # the same screenful as the cut preview it stands in for
 LONG_LINE = "(long line, "
 # The lines that stand for one changed long line, after its "(long line, ..." line.
-LONG_PART = re.compile(r"[-+]\[col [\d,]+\] |\(and [\d,]+ more change")
+LONG_PART = re.compile(r"[-+]\[col [\d,]+\] ")
 # Past this share of a line changed, the whole line is new: marking words would mark it all.
 MOST_CHANGED = 0.6
 WORD = re.compile(r"\w")
@@ -122,12 +123,38 @@ def first_view(lines: list[str], limit: int = FIRST_VIEW_LINES) -> list[str]:
     """About `limit` lines of a whole diff for its first screen: a run of removed lines too
     long for what is left is shown by its first removed lines and as many of the added ones
     that replace them, so new lines are in view; then how many lines were left out."""
-    shown: list[str] = []
+    picked, tail = first_view_picks(lines, limit)
+    return [lines[i] for i in picked] + ([tail] if tail else [])
+
+
+def first_view_page(
+    lines: list[str], flags: Mapping[int, list[Flag]], tail: list[str]
+) -> tuple[list[str], dict[int, list[Flag]]]:
+    """A cut diff's first view as the page draws it, with its marked characters: first_view,
+    then `tail` (what the cut preview says after its cut, such as the undo note) without the
+    cut preview's legend, then the legend of the signs this view draws (the cut preview may
+    show only removed lines where this view shows added ones with signs)."""
+    shown = first_view_flags(lines, flags)
+    said = [line for line in tail if not is_legend(line)]
+    return first_view(lines) + said + legend(f for found in shown.values() for f in found), shown
+
+
+def first_view_flags(
+    lines: list[str], flags: Mapping[int, list[Flag]], limit: int = FIRST_VIEW_LINES
+) -> dict[int, list[Flag]]:
+    """The marked characters (core.changes.marks) of first_view's lines, by their index there."""
+    picked, _ = first_view_picks(lines, limit)
+    return {at: flags[i] for at, i in enumerate(picked) if i in flags}
+
+
+def first_view_picks(lines: list[str], limit: int) -> tuple[list[int], str | None]:
+    """first_view as the indexes of the lines it shows, and its last line (None: all shown)."""
+    shown: list[int] = []
     used = 0
     at = 0
     for removed, added in runs(lines):
         start = (removed or added)[0]
-        before = lines[at:start]
+        before = list(range(at, start))
         if len(shown) + len(before) >= limit:
             room = max(0, limit - len(shown))
             shown += before[:room]
@@ -137,19 +164,22 @@ def first_view(lines: list[str], limit: int = FIRST_VIEW_LINES) -> list[str]:
         used += len(before)
         room = limit - len(shown)
         if len(removed) + len(added) <= room:
-            shown += [lines[i] for i in removed + added]
+            shown += removed + added
             used += len(removed) + len(added)
             at = (added or removed)[-1] + 1
             continue
         half = max(1, room // 2) if removed and added else room
-        taken = [lines[i] for i in removed[:half]] + [lines[i] for i in added[:half]]
+        # The run's notes (core.changes.marks: its look-alikes and unusual characters, a line
+        # ending that changed) come after all of it; the part shown keeps them, so a warning
+        # is on the first screen with the letters it names.
+        taken = removed[:half] + added[:half] + notes_after(lines, (added or removed)[-1])
         shown += taken
         used += len(taken)
         break
     else:
-        shown += lines[at:]
+        shown += list(range(at, len(lines)))
         used += len(lines) - at
     if used < len(lines):
         more = counted(len(lines) - used, "more line")
-        shown.append(f"… {more} not shown ({len(lines):,} in all)")
-    return shown
+        return shown, f"… {more} not shown ({len(lines):,} in all)"
+    return shown, None

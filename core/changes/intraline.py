@@ -9,8 +9,12 @@ token by token, and each change is shown with CONTEXT characters around it and t
 starts at; what is left out is marked `…`. Every character outside the changes shown is the
 same on both sides, in the same order, whatever the matcher finds (difflib's opcodes only
 call equal what is equal). What cannot be shown whole is said, never dropped in silence: a
-change longer than SPAN_SHOWN keeps its start and end and counts the rest, and past
-MAX_CHANGES a line says how many more changes it has.
+change longer than SPAN_SHOWN keeps its start and end (which differ on the two sides: see
+`tight`) and counts the rest. Every change of a line is shown, however many: a cap once
+printed "(and 19 more changes in this line)" before the question, and the one change that
+mattered (a registry swapped among 30 cosmetic ones) was among those never shown (issue 41).
+The count is said in the line's header; a preview is never cut inside a changed pair
+(core.changes.preview.cut), so the person reads every change before a yes.
 
 Pure: the terminal's review, `fsagent approve`, undo and the HTTP payloads show these lines.
 """
@@ -27,8 +31,8 @@ from core.text import counted
 LINE_WIDTH = 300  # a longer line is cut, or shown by its changes
 CONTEXT = 24  # characters shown on each side of a change
 SPAN_SHOWN = 400  # of one change, at most this much is shown: its start and its end
-MAX_CHANGES = 12  # changes shown of one line; the rest are counted
 MAX_TOKENS = 5_000  # past this, the part between the shared start and end is one change
+JUNK_FREE = 1_000_000  # token pairs a line's two sides are compared by without autojunk
 MAX_PAIRINGS = 1_600  # a run with more (removed x added) candidates pairs them in order
 
 # Words, runs of spaces, and every other character alone: a changed URL shows as its changed
@@ -90,11 +94,34 @@ def changed_spans(old: str, new: str) -> list[Span]:
     if len(a) > MAX_TOKENS or len(b) > MAX_TOKENS:
         return [Span(start, len(old) - end, start, len(new) - end)]
     at_a, at_b = offsets(a, start), offsets(b, start)
-    return [
-        Span(at_a[i1], at_a[i2], at_b[j1], at_b[j2])
-        for tag, i1, i2, j1, j2 in difflib.SequenceMatcher(None, a, b).get_opcodes()
+    spans = [
+        tight(old, new, Span(at_a[i1], at_a[i2], at_b[j1], at_b[j2]))
+        for tag, i1, i2, j1, j2 in matcher(a, b).get_opcodes()
         if tag != "equal"
     ]
+    return [s for s in spans if s.old_end > s.old_start or s.new_end > s.new_start]
+
+
+def matcher(a: list[str], b: list[str]) -> difflib.SequenceMatcher[str]:
+    """difflib's matcher without its "popular" heuristic while that stays cheap: with it, a
+    token met often (a space, `a` in "a a a ...") is never matched, so two lines that differ
+    at a few places become one replacement too long to show whole, its differences elided in
+    the middle. Without it the worst case is quadratic, so past JUNK_FREE pairs of tokens the
+    heuristic stays (such a change is still shown by its ends and counted)."""
+    return difflib.SequenceMatcher(None, a, b, autojunk=len(a) * len(b) > JUNK_FREE)
+
+
+def tight(old: str, new: str, span: Span) -> Span:
+    """A span without the characters its two sides share at their start and end. difflib
+    (autojunk) may call a run of equal tokens part of a replacement; trimmed, a change's first
+    and last characters differ on the two sides, so even a change too long to show whole
+    (SPAN_SHOWN) shows a difference at its start and its end."""
+    a, b = old[span.old_start : span.old_end], new[span.new_start : span.new_end]
+    front = shared_start(a, b)
+    back = shared_end(a, b, min(len(a), len(b)) - front)
+    return Span(
+        span.old_start + front, span.old_end - back, span.new_start + front, span.new_end - back
+    )
 
 
 def offsets(tokens: list[str], start: int) -> list[int]:
@@ -142,28 +169,30 @@ def changed_pair(old: str, new: str) -> list[str]:
     if not shown:
         return [clip_line(old), clip_line(new)]
     lines = [
-        f"(long line, {len(old_text):,} → {len(new_text):,} characters: each change at the "
-        "column it starts, with the text around it; … marks what is left out)"
+        f"(long line, {len(old_text):,} → {len(new_text):,} characters, "
+        f"{counted(len(shown), 'change')}: each change at the column it starts, with the text "
+        "around it; … marks what is left out)"
     ]
-    for span in shown[:MAX_CHANGES]:
+    for span in shown:
         lines.append(side("-", old_text, span.old_start, span.old_end))
         lines.append(side("+", new_text, span.new_start, span.new_end))
-    if len(shown) > MAX_CHANGES:
-        lines.append(f"(and {counted(len(shown) - MAX_CHANGES, 'more change')} in this line)")
     return lines
 
 
 def pairs(removed: list[str], added: list[str]) -> dict[int, int]:
     """removed index -> added index, for each long line and the line most like it on the
     other side of its run (greedy, by the characters shared at the start and the end)."""
-    candidates = [
-        (i, j)
-        for i, old in enumerate(removed)
-        for j, new in enumerate(added)
-        if max(len(old), len(new)) > LINE_WIDTH
-    ]
-    if len(candidates) > MAX_PAIRINGS:  # a long rewrite: its lines in order
+    # Counted before they are listed: a rewrite of 2,000 short lines has 4,000,000 pairs and
+    # none long (listing them took seconds).
+    long_old = [i for i, old in enumerate(removed) if len(old) > LINE_WIDTH]
+    long_new = [j for j, new in enumerate(added) if len(new) > LINE_WIDTH]
+    count = len(long_old) * len(added) + len(removed) * len(long_new)
+    if count - len(long_old) * len(long_new) > MAX_PAIRINGS:  # a long rewrite: in order
         return {i: i for i in range(min(len(removed), len(added)))}
+    candidates = sorted(
+        {(i, j) for i in long_old for j in range(len(added))}
+        | {(i, j) for i in range(len(removed)) for j in long_new}
+    )
 
     def shared(pair: tuple[int, int]) -> int:
         old, new = removed[pair[0]][1:], added[pair[1]][1:]

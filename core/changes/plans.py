@@ -8,8 +8,9 @@ raw paths (the root's real path; the path below it, posix, `.` for the root itse
 non-UTF-8 byte as Python's surrogateescape character), compared with our roots and the
 rules file in that one raw form; `path` is only for showing. A path written so it reads as
 one place and names another is refused, so is a protected one (the server's `"protected":
-true`), and an approval carries the plan's state of what it replaces (the server's
-`expect`), so a yes is bound to what the preview showed.
+true`) and one through the server's own names (`"reserved": true`), and an approval carries
+the plan's state of what it replaces (the server's `expect`), so a yes is bound to what the
+preview showed.
 
 A call the server cannot plan (an unreadable file, a timeout, a path it refuses, a server
 without `plan`) is never judged on its text: it is `CallPlan` with an `error` and no paths,
@@ -103,7 +104,7 @@ def judged(call: Mapping[str, Any], plan: CallPlan, roots: Sequence[Path]) -> Ju
     A plan that fails any of that is no plan (the server's answer is not what we judge)."""
     if plan.paths is None:
         return Judged(None, unplanned=plan.error or "the server gave no plan")
-    refused = disguised(plan.paths) or protected(plan.paths)
+    refused = disguised(plan.paths) or protected(plan.paths) or reserved(plan.paths)
     wanted = path_arguments(str(call["name"]))
     places: Places = {}
     for entry in plan.paths:
@@ -155,6 +156,20 @@ def protected(plan: Plan) -> str | None:
                 f"refused: '{entry.get('path')}' is protected (fsagent's rules file or its "
                 "thread store, or a folder holding one), and no approval can change it; "
                 "the person must edit it themselves"
+            )
+    return None
+
+
+def reserved(plan: Plan) -> str | None:
+    """Why the call is refused when a path goes through a name the server keeps for its own
+    temporary and set-aside entries (`.fsagent-...`): a rename there is a delete in disguise,
+    and the server refuses it anyway (mcp_servers/reserved.py)."""
+    for entry in plan:
+        if isinstance(entry, dict) and entry.get("reserved") is True:
+            return (
+                f"refused: its {entry.get('argument')} '{entry.get('path')}' goes through a "
+                "name the filesystem server keeps for its own entries (every name starting "
+                "'.fsagent-'); choose another name"
             )
     return None
 

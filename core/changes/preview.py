@@ -137,7 +137,11 @@ async def preview_whole_write(args: dict[str, Any], tools: Tools) -> list[str]:
 
 
 def new_file_lines(path: str, content: str, head: int | None = NEW_FILE_HEAD) -> list[str]:
-    lines = content.splitlines()
+    # Split at "\n" only, as the server's diffs are: a CRLF line keeps its "\r" and a form
+    # feed stays in its line (str.splitlines would break there and hide both).
+    lines = content.split("\n")
+    if lines[-1] == "":
+        lines.pop()
     kept = lines if head is None else lines[:head]
     size = counted(len(content.encode()), "byte")
     shown = [f"new file {path}, {counted(len(lines), 'line')}, {size}:"]

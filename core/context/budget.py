@@ -213,13 +213,19 @@ class Budget:
         summary = self.summary_tokens if summary_tokens is None else summary_tokens
         return max(0, self.prompt_limit - fixed_tokens - summary)
 
-    def compaction_target(self, fixed_tokens: int, summary_tokens: int | None = None) -> int:
+    def compaction_target(
+        self, fixed_tokens: int, summary_tokens: int | None = None, *, limit: int | None = None
+    ) -> int:
         """Where a compaction aims: the fixed part and the summary, then half of what is left
         below the mark, so the other half is there for the next turns. Half the whole
         prompt limit, which the fixed part and the summary nearly filled on 4096, left no
-        room: the next 2 KB result crossed the mark again, and every turn compacted."""
+        room: the next 2 KB result crossed the mark again, and every turn compacted.
+        limit: a prompt limit smaller than the budget's (a server counting more than our
+        estimate), whose mark is used instead."""
         floor = fixed_tokens + (self.summary_tokens if summary_tokens is None else summary_tokens)
-        return floor + max(0, self.compact_at - floor) // 2
+        held = self.prompt_limit if limit is None else min(limit, self.prompt_limit)
+        mark = int(held * self.threshold)
+        return floor + max(0, mark - floor) // 2
 
 
 # -- compaction ----------------------------------------------------------------------------

@@ -108,6 +108,9 @@ SMALL_CONTEXT_SHARE = 0.4
 
 # Requests sent again after an overflow, each cut by the server's count of the one before.
 OVERFLOW_RETRIES = 3
+# How much more than the server's count a request sent again after an overflow is reckoned
+# at, so it lands under the count rather than on it.
+OVERFLOW_MARGIN = 1.05
 
 
 @dataclass(frozen=True)
@@ -474,6 +477,9 @@ class ContextKeeper:
         compacted: Summary | None = None
         overflows = 0
         refusal: tuple[str, int | None] | None = None  # the last overflow's words and count
+        # After an overflow: what a request may hold by our estimate, so that it fits by the
+        # server's count (believed_limit); None: the budget's prompt limit.
+        limit: int | None = None
         while True:
             request = self.request(messages, summary, shape=shape)
             tokens = self.estimate(request, messages, summary, shape)
@@ -484,7 +490,7 @@ class ContextKeeper:
                 if made is not None:
                     summary = compacted = made
             try:
-                request = self.fitting_request(messages, summary, shape)
+                request = self.fitting_request(messages, summary, shape, limit=limit)
             except ContextTooSmall as error:
                 if refusal is None:
                     raise
@@ -502,21 +508,28 @@ class ContextKeeper:
                 if not is_context_overflow(words):
                     raise
                 overflows += 1
-                sent = self.estimate(request, messages, summary, shape)
                 counted = self.learn_overflow(words, request, messages, summary, shape)
                 refusal = (words, counted)
-                made = None
-                if overflows <= OVERFLOW_RETRIES:
-                    made = await self.compacting(
-                        messages, summary, "overflow", sent, shape, on_compacted
-                    )
-                    if made is not None:
-                        summary = compacted = made
+                # Both sizes by the ratio just learnt, so "never grows" compares like with like.
+                sent = self.estimate(request, messages, summary, shape)
+                believed = self.believed_limit(counted, sent)
+                if believed is not None:  # never loosened by a later refusal within the send
+                    limit = believed if limit is None else min(limit, believed)
+                if overflows > OVERFLOW_RETRIES or not self.may_fit(messages, shape, limit):
+                    # Refused too often, or the fixed part and the latest words alone are
+                    # over the limit by the server's count: no summary can help, so none is
+                    # asked for.
+                    raise ContextTooSmall(self.refusal(words, counted, shape)) from error
+                made = await self.compacting(
+                    messages, summary, "overflow", sent, shape, on_compacted, limit=limit
+                )
+                if made is not None:
+                    summary = compacted = made
                 try:
-                    again = self.fitting_request(messages, summary, shape)
+                    again = self.fitting_request(messages, summary, shape, limit=limit)
                 except ContextTooSmall:
                     again = request  # cannot fit: say so by the server's count, not ours
-                if overflows > OVERFLOW_RETRIES or (made is None and again == request):
+                if made is None and again == request:
                     # Nothing left to summarise or to cut: say what the server counted.
                     raise ContextTooSmall(self.refusal(words, counted, shape)) from error
         self.learn_fixed(request, response, shape)
@@ -543,9 +556,13 @@ class ContextKeeper:
         before: int,
         shape: Shape,
         on_compacted: Callable[[Summary], None] | None,
+        *,
+        limit: int | None = None,
     ) -> Summary | None:
         """A compaction for `send`, told to on_compacted as soon as it is made."""
-        made = await self.compact(messages, summary, why=why, before=before, shape=shape)
+        made = await self.compact(
+            messages, summary, why=why, before=before, shape=shape, limit=limit
+        )
         if made is not None and on_compacted is not None:
             on_compacted(made)
         return made
@@ -610,20 +627,27 @@ class ContextKeeper:
         return False
 
     def fitting_request(
-        self, messages: Sequence[AnyMessage], summary: Summary | None, shape: Shape | None = None
+        self,
+        messages: Sequence[AnyMessage],
+        summary: Summary | None,
+        shape: Shape | None = None,
+        *,
+        limit: int | None = None,
     ) -> list[BaseMessage]:
         """The request, with tool results cut harder if it must; ContextTooSmall if even
-        that does not fit."""
+        that does not fit. limit: what it may hold by our estimate (believed_limit), when
+        not the budget's prompt limit."""
         request = self.request(messages, summary, shape=shape)
         if self.budget is None:
             return request
+        limit = self.budget.prompt_limit if limit is None else limit
         cap = self.result_cap()
         tokens = self.estimate(request, messages, summary, shape)
-        while tokens > self.budget.prompt_limit and cap is not None and cap > 100:
+        while tokens > limit and cap is not None and cap > 100:
             cap //= 2
             request = self.request(messages, summary, result_cap=cap, shape=shape)
             tokens = self.estimate(request, messages, summary, shape)
-        if tokens > self.budget.prompt_limit:
+        if tokens > limit:
             raise ContextTooSmall(self.too_small(tokens, shape=shape))
         return request
 
@@ -679,7 +703,7 @@ class ContextKeeper:
         thread = thread_of(messages)
         if found is not None:
             # A little over the count, so the request sent again is under it.
-            self._learnt_scale[thread] = max(self.scale(messages), found * 1.05)
+            self._learnt_scale[thread] = max(self.scale(messages), found * OVERFLOW_MARGIN)
         return counted
 
     def calibrate(
@@ -724,6 +748,29 @@ class ContextKeeper:
             if tokens is None:
                 return
             self.counted[str(message.id)] = (len(text), tokens)
+
+    def believed_limit(self, counted: int | None, estimated: int) -> int | None:
+        """What a request may hold by our estimate once the server counted `counted` tokens
+        for one we estimate at `estimated` (the thread's ratio learnt from it already
+        applied): the prompt limit shrunk by how far the estimate still falls short, a
+        little more, so the request sent again is under the count. The shortfall is of the
+        whole request (the fixed part too), since what the server counts more is not said.
+        None when the count is unknown or the estimate already holds it."""
+        if self.budget is None or counted is None or counted <= estimated or estimated <= 0:
+            return None
+        short = counted / estimated * OVERFLOW_MARGIN
+        return int(self.budget.prompt_limit / short)
+
+    def may_fit(self, messages: Sequence[AnyMessage], shape: Shape, limit: int | None) -> bool:
+        """Whether the fixed part and the person's latest words (and the router's question)
+        could fit `limit` once everything else is summarised or cut: when not, no summary is
+        worth asking for."""
+        if self.budget is None:
+            return True
+        latest = next((m for m in reversed(messages) if isinstance(m, HumanMessage)), None)
+        words = self.measure(self.scale(messages))(as_sent(latest, None)) if latest else 0
+        alone = self.shape_fixed(shape) + words + estimate_text(shape.question or "")
+        return alone <= (self.budget.prompt_limit if limit is None else limit)
 
     def refusal(self, words: str, counted: int | None, shape: Shape) -> str:
         """The line for a request the server still refuses as too long once nothing is left
@@ -776,12 +823,15 @@ class ContextKeeper:
         before: int | None = None,
         target: int | None = None,
         shape: Shape | None = None,
+        limit: int | None = None,
     ) -> Summary | None:
         """A new summary standing for the older turns (and the old summary), or None when
         there is nothing older to summarise. The history is not changed. target: the
         tokens to bring the request under (core.context.budget.plan_compaction's default if None;
         0 summarises all it may). Sizes are the server's where it counted, else our
-        estimates times the thread's ratio, so the target is reached by the server's count."""
+        estimates times the thread's ratio, so the target is reached by the server's count.
+        limit: what a request may hold by our estimate after an overflow (believed_limit),
+        when it is less than the budget's prompt limit: the target is set below it."""
         shape = shape or self.default_shape
         budget = self.budget
         if budget is None:  # the context is unknown: keep about half of what is there
@@ -792,6 +842,8 @@ class ContextKeeper:
         shown = [message for _, message in visible]
         fixed = self.shape_fixed(shape)
         measure = self.measure(self.scale(messages))
+        if target is None and limit is not None:
+            target = budget.compaction_target(fixed, limit=limit)
         plan = plan_compaction(shown, budget, fixed_tokens=fixed, target=target, measure=measure)
         if not plan.summarise:
             return None
@@ -799,7 +851,9 @@ class ContextKeeper:
             before = self.estimate(
                 self.request(messages, summary, shape=shape), messages, summary, shape
             )
-        text = await self.summarise(visible, plan.summarise, summary, why, shape)
+        text = await self.summarise(
+            visible, plan.summarise, summary, why, shape, limit=limit, scale=self.scale(messages)
+        )
         upto = max(visible[i][0] for i in plan.summarise) + 1
         held = tuple(str(visible[i][1].id) for i in plan.keep if visible[i][0] < upto)
         made = Summary(
@@ -840,6 +894,9 @@ class ContextKeeper:
         summary: Summary | None,
         why: str,
         shape: Shape | None = None,
+        *,
+        limit: int | None = None,
+        scale: float = 1.0,
     ) -> str:
         """The model's summary of the summarised messages and the old summary.
 
@@ -848,31 +905,33 @@ class ContextKeeper:
         the messages as a clipped transcript.
         """
         shape = shape or self.default_shape
-        limit = self.budget.summary_tokens if self.budget else summary_tokens_for(4096)
+        reply = self.budget.summary_tokens if self.budget else summary_tokens_for(4096)
         prefix = [message for _, message in visible[: max(summarised) + 1]]
         if why != "overflow":
             history = self.as_history(prefix, shape)
             request = in_conversation(self.system_text(summary, shape), history)
             tokens = self.shape_tool_tokens(shape) + estimate_messages(request)
-            room = self.budget.context_length - limit if self.budget else None
+            room = self.budget.context_length - reply if self.budget else None
             if room is None or tokens <= room:
                 try:
-                    asked = shape.replying(choice="none", limit=limit, schema=None)
+                    asked = shape.replying(choice="none", limit=reply, schema=None)
                     response = await self.bound(asked).ainvoke(
                         request, config={"tags": [TAG_NOSTREAM]}
                     )
-                    return summary_text(separate_reasoning(response), prefix, limit)
+                    return summary_text(separate_reasoning(response), prefix, reply)
                 except Exception as error:
                     if not is_context_overflow(server_words(error)):
                         raise
         # The transcript gets what a request may hold, less the instructions and the old
-        # summary (no tools are sent with it).
-        room = (self.budget.prompt_limit if self.budget else 4 * limit) - limit
+        # summary (no tools are sent with it), by the server's count: scaled by the thread's
+        # ratio, and after an overflow held to what a request may hold by its count.
+        holds = limit if limit is not None else self.budget.prompt_limit if self.budget else None
+        room = int(((holds if holds is not None else 4 * reply) - reply) / max(scale, 1.0))
         alone = standalone(summary, [visible[i][1] for i in summarised], room)
         # Not a reply to show: the front-end streams only what it should.
-        model = self.model().bind(max_tokens=limit)
+        model = self.model().bind(max_tokens=reply)
         response = await model.ainvoke(alone, config={"tags": [TAG_NOSTREAM]})
-        return summary_text(separate_reasoning(response), prefix, limit)
+        return summary_text(separate_reasoning(response), prefix, reply)
 
 
 LEFT_OUT = "(Earlier turns were left out to fit the model's context; no summary of them fits.)"

@@ -70,16 +70,20 @@ def kernel_sandbox_of(initialized: InitializeResult) -> KernelSandbox:
     report = experimental.get(KERNEL_SANDBOX_CAPABILITY)
     if not isinstance(report, dict):
         report = {"holds": False, "reason": "the MCP server does not say whether one holds"}
+    sockets = report.get("sockets")
+    # A server that denies itself sockets says "denied"; anything else (an older server says
+    # nothing) is what is missing, on the same line.
+    open_sockets = "" if sockets == "denied" else f"; sockets stay open ({sockets or 'not said'})"
     if report.get("holds") is True:
         gaps = report.get("gaps") or []
         short = f" (short of the newest: {'; '.join(map(str, gaps))})" if gaps else ""
         abi = report.get("abi")
         line = f"kernel sandbox: Landlock ABI {abi} holds the MCP server to the roots{short}"
-        return KernelSandbox(True, line)
+        return KernelSandbox(True, line + open_sockets)
     reason = str(report.get("reason") or "no reason given")
     line = (
         f"no kernel sandbox ({reason}): only the MCP server's own checks keep the tools in "
-        "the roots; --require-kernel-sandbox refuses to start so"
+        f"the roots; --require-kernel-sandbox refuses to start so{open_sockets}"
     )
     return KernelSandbox(False, line, reason)
 

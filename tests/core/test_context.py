@@ -24,7 +24,7 @@ from core.tools.server_process import start_server, stop_server
 from core.tools.tool_groups import ALLOWED_TOOLS
 from core.tools.tool_schemas import HIDDEN_PARAMETERS, NOT_OFFERED, offered_tools
 from core.tools.tools import open_tools
-from fake_llm import FakeLLM, render_prompt, text, tokenize
+from fake_llm import FakeLLM, render_prompt, reply, text, tokenize
 from local_model import LocalModel, request_kind
 
 
@@ -435,3 +435,53 @@ def test_the_fixed_part_is_not_learnt_from_a_request_that_is_mostly_conversation
         keep = ContextKeeper(lambda: chat, [], budget=Budget.for_context(8192))
         asyncio.run(keep.send(read_turns(3), None))
     assert keep.fixed_error is None
+
+
+# -- a server that counts more than our estimate (issue 43) ---------------------------------
+
+
+def test_after_an_overflow_a_request_is_held_under_the_servers_count_with_room_to_spare() -> None:
+    keep = keeper(Budget.for_context(4096))
+    # LM Studio counted 4,097 tokens for a request we estimate at 1,643.
+    limit = keep.believed_limit(4097, 1643)
+    assert limit is not None
+    assert limit * 4097 / 1643 <= 3584 / 1.05 + 1  # at the limit, 5% under by its count
+    assert keep.believed_limit(1500, 1643) is None  # the estimate already holds the count
+    assert keep.believed_limit(None, 1643) is None  # a refusal that gave no count
+
+
+@pytest.mark.parametrize("counted", [False, True], ids=["nothing-counted", "counted-before"])
+def test_the_summary_asked_for_after_an_overflow_fits_by_the_servers_count(counted: bool) -> None:
+    history: list[BaseMessage] = []
+    for n in range(6):
+        history += [HumanMessage(f"read note{n}.md " + "x" * 1500, id=f"h{n}"), AIMessage("ok")]
+        history[-1].id = f"a{n}"
+    if counted:
+        # The last reply's count is trusted, and the words after it are too few to read a
+        # ratio from: the count's shortfall is the whole request's (believed_limit).
+        usage = {"input_tokens": 2500, "output_tokens": 1, "total_tokens": 2501}
+        history[-1] = AIMessage("ok", id="a5", usage_metadata=usage)
+        history.append(HumanMessage("and now?", id="h6"))
+    model = LocalModel()
+    script = [reply(overflow=8000), *[model] * 3]
+    with FakeLLM(script, flavour="llamacpp", context=4096) as llm:
+        chat = make_chat_model(llm.base_url, "fake-model", max_tokens=512)
+        keep = ContextKeeper(lambda: chat, [], budget=Budget.for_context(4096, 512))
+        estimated = keep.estimate(keep.request(history, None), history, None)
+        sent = asyncio.run(keep.send(history, None))
+        requests = llm.requests
+
+    assert sent.compacted is not None and sent.compacted.why == "overflow"
+    assert [request_kind(r) for r in requests] == ["agent", "summary", "agent"]
+    # A server that counts 8,000 tokens for what we estimate at `estimated` counts each later
+    # request at that ratio: by it, the summary request and the request sent again each fit
+    # what a request may hold.
+    summary, again = (ours(r) for r in requests[1:])
+    assert summary * 8000 / estimated <= 4096 - 512
+    assert again * 8000 / estimated <= 4096 - 512
+
+
+def ours(request: dict) -> int:
+    """Our estimate of a request of plain messages, as the stand-in received it."""
+    messages = [HumanMessage(m["content"]) for m in request["messages"]]
+    return estimate_messages(messages)

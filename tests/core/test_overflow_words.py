@@ -11,7 +11,7 @@ import pytest
 from core.context.budget import is_context_overflow, overflow_sizes
 from fake_llm import LMSTUDIO_WORDINGS, _overflow
 
-CASES = [("llamacpp", "n_keep"), ("openai", "n_keep")] + [
+CASES = [("llamacpp", "n_keep"), ("openai", "n_keep"), ("ollama", "n_keep")] + [
     ("lmstudio", wording) for wording in LMSTUDIO_WORDINGS
 ]
 

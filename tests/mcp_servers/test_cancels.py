@@ -22,9 +22,10 @@ import pytest
 from held_opens import HeldOpens
 from mcp_session import REPO, RawServer, server_command, tool_text
 from race_pause import Pauses
+from server_log import Log
 
 from mcp_servers.cancels import Cancels
-from mcp_servers.race_hook import RELEASE_PAUSE_ENV
+from mcp_servers.race_hook import ANSWER_PAUSE_ENV, RELEASE_PAUSE_ENV
 from mcp_servers.tool_runner import MAX_RUNNING
 
 CANCELLED = {"code": 0, "message": "Request cancelled"}
@@ -115,6 +116,33 @@ def test_each_call_gets_one_answer_and_a_cancelled_one_is_told_so(
     assert tool_text(answered) == ("hello world\n" * 1000, False)
     assert rest == []
     assert exit_code == 0
+
+
+def test_a_second_cancel_read_as_the_first_ones_call_ends_is_not_answered_again(
+    root: Path, tmp_path: Path
+) -> None:
+    # The race of a second cancel with the end of its call, forced: the call's own answer is
+    # held before it is dropped (race_hook.py, FSAGENT_TEST_ANSWER_PAUSE), the loop reading
+    # on, and the second cancel is read there (the log says when). The request was answered
+    # once, "cancelled"; the second cancel must change nothing.
+    pauses = Pauses(tmp_path / "pause")
+    env = {ANSWER_PAUSE_ENV: str(pauses.folder)}
+    raw = RawServer([root], "--verbose", env=env, stderr=subprocess.PIPE)
+    log = Log(raw.process)
+    with raw:
+        slow = raw.call("grep", pattern="hello", path=".")
+        raw.cancel(slow)
+        assert raw.answer(slow)["error"] == CANCELLED
+        log.until(f"cancel of request {slow}: 1 answered as cancelled")
+        assert pauses.next_line() == f"paused drop {slow}"
+        raw.cancel(slow)
+        log.until(f"cancel of request {slow}: ")  # read, and answered if it ever is
+        pauses.go()
+        ping = raw.request("ping")
+        assert raw.next_answer() == {"jsonrpc": "2.0", "id": ping, "result": {}}
+        rest = all_answers(raw)
+    pauses.close()
+    assert rest == []
 
 
 def test_a_write_cancelled_while_it_waits_for_a_slot_never_runs(tmp_path: Path) -> None:
@@ -260,18 +288,41 @@ def test_a_call_handed_back_while_the_loop_runs_nothing_still_lets_the_server_en
         assert stderr.read() == b""
 
 
-def test_a_client_that_stops_reading_ends_the_server_cleanly(huge: Path, tmp_path: Path) -> None:
-    # It closed our stdout but keeps stdin open: the answer cannot be written, the session
-    # ends, and the thread blocked reading stdin does not hold the process.
+@pytest.mark.parametrize("closed", ["before its answer", "after its answer"])
+def test_a_client_that_stops_reading_ends_the_server_cleanly(tmp_path: Path, closed: str) -> None:
+    # It closes our stdout but keeps stdin open, and the thread blocked reading stdin must not
+    # hold the process. The close and the call's answer race: this test once asked for a grep
+    # of the huge file and closed at once, and the grep (0.1 s since must_contain.py) answered
+    # first in one full run under load; the server, which learnt of the close only at an
+    # answer it could not write, then waited on stdin for good. Both orders, forced: the call
+    # is held before it hands its slot back (race_hook.py) while the client closes, or its
+    # answer is read before the close.
+    (tmp_path / "root").mkdir()
+    (tmp_path / "root" / "small.txt").write_text("hello\n")
+    pauses = Pauses(tmp_path / "pause")
     with (tmp_path / "stderr").open("w+b") as stderr:
-        process = started_server(huge, stderr)
-        assert process.stdout is not None
-        process.stdout.close()
-        assert process.wait(timeout=30) == 0
+        env = {RELEASE_PAUSE_ENV: str(pauses.folder)}
+        process = started_server(tmp_path / "root", stderr, path="small.txt", env=env)
+        assert process.stdin is not None and process.stdout is not None
+        try:
+            assert pauses.next_line() == "paused release grep"
+            if closed == "after its answer":
+                pauses.go()
+                assert json.loads(process.stdout.readline())["id"] == 1
+            process.stdout.close()
+            if closed == "before its answer":
+                pauses.go()
+            assert pauses.next_line() == "paused session over", "the session never ended"
+            pauses.go()
+            exit_code = process.wait(timeout=30)
+        finally:
+            process.kill()
+            process.wait()
+            process.stdin.close()
+            pauses.close()
+        assert exit_code == 0
         stderr.seek(0)
         assert stderr.read() == b""
-        assert process.stdin is not None
-        process.stdin.close()
 
 
 def test_an_error_in_the_transport_is_one_line_and_verbose_shows_the_traceback(

@@ -250,6 +250,25 @@ def test_write_file_dry_run_changes_nothing(server: FilesystemServer, work: Path
     assert "-old line" in result["diff"] and "+new line" in result["diff"]
 
 
+def test_a_dry_run_diffs_line_endings_and_line_breaks_as_changes(
+    server: FilesystemServer, work: Path
+) -> None:
+    # Issue 41: split with str.splitlines, CRLF -> LF and a newline -> a form feed diffed as
+    # "(no change)". Lines are split at "\n" only; a CRLF line keeps its "\r".
+    target = work / "f.txt"
+    cases = [
+        (b"one\r\ntwo\r\n", "one\ntwo\n", ["-one\r", "-two\r", "+one", "+two"]),
+        (b"one\ntwo\n", "one\x0ctwo\n", ["-one", "-two", "+one\x0ctwo"]),
+        (b"one\ntwo", "one\ntwo\n", [" one", "-two", "\\ No newline at end of file", "+two"]),
+    ]
+    for old, new, diff in cases:
+        target.write_bytes(old)
+        result = as_json(
+            server.ok("write_file", path=f"{work.name}/f.txt", content=new, dry_run=True)
+        )
+        assert result["diff"][3:] == diff
+
+
 def test_write_file_refuses_a_folder(server: FilesystemServer, work: Path) -> None:
     result = server.call("write_file", path=work.name, content="x")
     assert result.is_error and "is a folder" in result.text

@@ -98,6 +98,7 @@ def test_inside_the_roots_reads_and_writes_still_work(tmp_path: Path) -> None:
         "kernel_abi": KERNEL_ABI,
         "rights": "read-write",
         "gaps": [],
+        "sockets": "denied",
     }
     assert read == ("hello\n", False)
     assert not wrote[1] and not moved[1]
@@ -119,7 +120,11 @@ def test_without_landlock_the_server_says_so_and_runs_on_its_own_checks(tmp_path
         report = raw.initialized["capabilities"]["experimental"][CAPABILITY]
         read = tool_text(raw.answer(raw.call("read_file", path="a.txt")))
         escape = tool_text(raw.answer(raw.call("read_file", path="../outside.txt")))
-    assert report == {"holds": False, "reason": f"{ABI_ENV}=0 says this kernel has no Landlock"}
+    assert report == {
+        "holds": False,
+        "reason": f"{ABI_ENV}=0 says this kernel has no Landlock",
+        "sockets": "denied",
+    }
     assert read == ("hello\n", False)
     assert escape[1] and escape[0].startswith("security_error:")
 
@@ -167,23 +172,29 @@ def env_with(extra: dict[str, str]) -> dict[str, str]:
     return {**os.environ, **extra}
 
 
-def test_the_leftover_sweep_starts_after_the_restriction_and_works_under_it(
+def test_the_journal_is_written_under_the_restriction_and_no_start_walks_the_tree(
     tmp_path: Path,
 ) -> None:
-    # A killed server's temp files, enough that the sweep takes a while: had it started before
-    # the restriction, it would still run then, and the server would refuse to start (a
-    # thread the kernel sandbox would not hold).
-    for number in range(20_000):
-        (tmp_path / f".fsagent-{number:016x}.tmp").touch()
-    (tmp_path / "kept.txt").write_text("kept\n")
-    with RawServer([tmp_path], "--verbose", stderr=subprocess.PIPE) as raw:
+    """The journal (mcp_servers/journal.py) lives outside the roots and is opened before the
+    restriction: every act still journals and clears under Landlock. Entries named like the
+    server's temp ones that no journal names are never deleted at start (issue 40)."""
+    root, data = tmp_path / "root", tmp_path / "data"
+    root.mkdir()
+    for number in range(200):
+        (root / f".fsagent-{number:016x}.tmp").touch()
+    (root / "kept.txt").write_text("kept\n")
+    env = {"XDG_DATA_HOME": str(data)}
+    with RawServer([root], env=env) as raw:
         assert raw.initialized["capabilities"]["experimental"][CAPABILITY]["holds"]
-        assert raw.process.stderr is not None
-        for line in raw.process.stderr:
-            if b"leftover temp entries" in line:
-                break
-    assert b"removed 20000 leftover temp entries" in line
-    assert [path.name for path in tmp_path.iterdir()] == ["kept.txt"]
+        answer = raw.ask(
+            "tools/call",
+            {"name": "write_file", "arguments": {"path": "kept.txt", "content": "new\n"}},
+        )
+        assert not tool_text(answer)[1], tool_text(answer)
+        journals = list((data / "fsagent" / "journal").glob("*/*.journal"))
+        assert len(journals) == 1 and journals[0].stat().st_size == 0  # written, then cleared
+    assert (root / "kept.txt").read_text() == "new\n"
+    assert len(list(root.glob(".fsagent-*.tmp"))) == 200
 
 
 def test_every_root_is_open_to_the_server_not_only_the_first(tmp_path: Path) -> None:

@@ -1,6 +1,7 @@
 """The terminal a person uses: the real CLI on a pseudo-terminal it owns (Ctrl-C is SIGINT,
 as at a real one), read through a terminal emulator; and the same sessions piped, or with
-NO_COLOR, --plain or TERM=dumb, which must not write a single escape code."""
+--plain or TERM=dumb, which must not write a single escape code, or with NO_COLOR, which must
+write no colour and keep everything else."""
 
 from __future__ import annotations
 
@@ -459,14 +460,78 @@ def run_every_screen(workspace: Workspace, *args: str, **env: str) -> PtyScreen:
 
 @pytest.mark.parametrize(
     ("args", "env"),
-    [((), {"NO_COLOR": "1"}), (("--plain",), {}), ((), {"TERM": "dumb"})],
-    ids=["NO_COLOR", "--plain", "TERM=dumb"],
+    [(("--plain",), {}), ((), {"TERM": "dumb"})],
+    ids=["--plain", "TERM=dumb"],
 )
 def test_no_escape_code_on_any_screen(workspace: Workspace, args: tuple, env: dict):
     screen = run_every_screen(workspace, *args, **env)
     assert b"\x1b" not in screen.raw, screen.raw[:3000]
     # Plain text is still the model's text, byte for byte.
     assert f"agent> {MARKDOWN}".replace("\n", "\r\n").encode() in screen.raw
+
+
+# SGR parameters that set a colour, foreground or background (8, 16, 256 or true colour);
+# bold, dim, reverse and the resets (0, 39, 49) are not colour.
+COLOUR_PARAMETERS = {*range(30, 38), 38, *range(40, 48), 48, *range(90, 98), *range(100, 108)}
+
+
+def colour_codes(raw: bytes) -> list[bytes]:
+    """The SGR sequences in what was written that add a colour."""
+    found = []
+    for match in re.finditer(rb"\x1b\[([0-9;:]*)m", raw):
+        parameters = {int(p) for p in re.split(rb"[;:]", match.group(1)) if p.isdigit()}
+        if parameters & COLOUR_PARAMETERS:
+            found.append(match.group(0))
+    return found
+
+
+def test_colour_codes_are_told_from_other_styles():
+    assert colour_codes(b"\x1b[32m+hello\x1b[0m \x1b[1;38;5;12mx \x1b[48;2;1;2;3m") == [
+        b"\x1b[32m",
+        b"\x1b[1;38;5;12m",
+        b"\x1b[48;2;1;2;3m",
+    ]
+    assert colour_codes(b"\x1b[1m\x1b[2m\x1b[7m\x1b[0m\x1b[39;49m\x1b[m\x1b[2K\x1b[6n") == []
+
+
+def test_no_color_takes_away_the_colour_of_every_screen_and_nothing_else(workspace: Workspace):
+    screen = run_every_screen(workspace, NO_COLOR="1")
+    assert colour_codes(screen.raw) == [], colour_codes(screen.raw)[:10]
+    shown = screen.screen_text()
+    # Still the terminal's session: the answer rendered as Markdown, in bold where it says.
+    assert re.search(r"• read the file", shown) and "**read**" not in shown
+    assert b"\x1b[1m" in screen.raw
+    # (Without NO_COLOR the same session colours its diff: test_every_coloured_span_closes...)
+
+
+def test_no_color_keeps_the_early_prompt_line_editing_and_history(workspace: Workspace):
+    llm = FakeLLM([text("First answer."), text("Second answer.")], auto_route="general")
+    llm.bind()  # listening, answering nothing yet: only an early prompt can be up
+    try:
+        first = at_a_terminal(workspace, llm, NO_COLOR="1")
+        at = first.wait_for("you>")
+        assert "model fake-model" not in first.screen_text()  # before the start is done
+        first.enter("what is the plan?")
+        llm.start()
+        at = first.wait_for("agent> First answer.", at)
+        first.wait_for("you>", at)
+        first.enter("/quit")
+        assert first.close() == 0, first.screen_text()
+
+        second = at_a_terminal(workspace, llm, NO_COLOR="1")
+        at = second.wait_for("you>")
+        second.type(UP)  # the history, read by the line editor
+        second.wait_for("you> what is the plan?", at - len("you>"))
+        second.type(ENTER)
+        at = second.wait_for("agent> Second answer.", at)
+        second.wait_for("you>", at)
+        second.enter("/quit")
+        assert second.close() == 0, second.screen_text()
+    finally:
+        llm.stop()
+
+    assert users_said(llm.requests_with_tools()[-1]) == ["what is the plan?"] * 2
+    assert colour_codes(first.raw + second.raw) == []
 
 
 def test_no_escape_code_when_the_output_is_not_a_terminal(workspace: Workspace):

@@ -86,3 +86,37 @@ def test_a_first_view_of_another_state_than_the_preview_drawn_is_not_sent(worksp
     assert "+new line 0" in same["preview_first"]  # the control: one state, a first view
     assert "preview_first" not in changed and "diff_totals" not in changed
     assert big.read_text().startswith("other line 0")  # and nothing was written
+
+
+def test_the_listing_marks_look_alikes_and_whitespace_where_they_are(workspace: Workspace):
+    """Issue 41: the inbox gets the characters the terminal names (core/changes/marks.py),
+    each where it is in code points and in UTF-16 units (the page counts the latter: after
+    five emoji the two differ by five)."""
+    conf = workspace.root / "pip.conf"
+    conf.write_text("😀😀😀😀😀 index = https://pypi.org/simple\n")
+    new = "😀😀😀😀😀 index = https://руpi.org/simple \n"
+    call = tool_call("write_file", {"path": "pip.conf", "content": new}, id="c_conf")
+    script = by_request({"swap": [reply(tool_calls=[call]), text("Swapped.")]})
+
+    async def listed(base_url: str) -> dict[str, Any]:
+        async with serving(workspace, base_url) as served:
+            await served.say("t", "swap")
+            answer = await served.client.get("/api/admin/approvals", headers=ADMIN)
+            return answer.json()
+
+    with FakeLLM(script, auto_route="filesystem") as llm:
+        [shown] = asyncio.run(listed(llm.base_url))["approvals"][0]["calls"]
+
+    at = next(i for i, line in enumerate(shown["preview"]) if line.startswith("+😀"))
+    line = shown["preview"][at]
+    assert line.endswith("simple·")
+    flags = shown["preview_flags"][str(at)]
+    er = line.index("р") - 1  # in the text after the sign
+    assert [(f["at"], f["at16"], f["code"], f["kind"]) for f in flags] == [
+        (er, er + 5, "U+0440", "look-alike"),
+        (er + 1, er + 6, "U+0443", "look-alike"),
+        (len(line) - 2, len(line) - 2 + 5, "U+0020", "space"),
+    ]
+    warning = "⚠ look-alike characters (+): р U+0440"
+    assert any(text.startswith(warning) for text in shown["preview"])
+    assert conf.read_text().startswith("😀😀😀😀😀 index = https://pypi")

@@ -7,6 +7,7 @@ never the one kept for the old state, even when it changes while its diff is wor
 from __future__ import annotations
 
 import asyncio
+import json
 import os
 from collections.abc import Callable
 from pathlib import Path
@@ -17,18 +18,24 @@ from race_pause import Pauses
 from conftest import Workspace
 from fake_llm import FakeLLM, reply, text, tool_call
 from serving import ADMIN, JSON, Served, bound, by_request, serving
+from web import payloads
 from web.preview_cache import PAUSE_ENV, Drawn, PreviewCache, made
 
 OLD = "".join(f"old line {n}\n" for n in range(2000))
 NEW = "".join(f"new line {n}\n" for n in range(2000))
 OTHER = "".join(f"other line {n}\n" for n in range(2000))
+# A cut rewrite whose added lines each hold a look-alike (р, U+0440) and a trailing space.
+PLAIN = "".join(f"index {n} = https://pypi.org/simple\n" for n in range(300))
+MARKED = "".join(f"index {n} = https://руpi.org/simple \n" for n in range(300))
 
 
 def rewrite_script() -> Any:
     big = tool_call("write_file", {"path": "big.txt", "content": NEW}, id="c_big")
     small = tool_call("write_file", {"path": "small.txt", "content": "two\n"}, id="c_small")
     fresh = tool_call("write_file", {"path": "new.txt", "content": NEW}, id="c_new")
+    marked = tool_call("write_file", {"path": "conf.txt", "content": MARKED}, id="c_conf")
     return by_request({
+        "marked": [reply(tool_calls=[marked]), text("Marked.")],
         "create": [reply(tool_calls=[fresh]), text("Created.")],
         "rewrite": [reply(tool_calls=[big]), text("Rewritten.")],
         "small": [reply(tool_calls=[small]), text("Changed.")],
@@ -94,6 +101,40 @@ def test_a_diff_is_worked_out_once_and_shared_by_the_listing_the_thread_and_the_
     with FakeLLM(rewrite_script(), auto_route="filesystem") as llm:
         asyncio.run(check(llm.base_url))
     assert (workspace.root / "big.txt").read_text() == NEW
+
+
+def as_json(value: dict[str, Any]) -> dict[str, Any]:
+    """`value` as the API sends it (a line index, as a key, becomes a string)."""
+    return dict(json.loads(json.dumps(value)))
+
+
+def test_a_kept_diff_is_marked_as_the_session_marks_a_preview_worked_out_the_usual_way(
+    workspace: Workspace,
+):
+    (workspace.root / "conf.txt").write_text(PLAIN)
+
+    async def check(base_url: str) -> None:
+        async with serving(workspace, base_url, max_tokens=30000) as served:
+            await served.say("t", "marked")
+            kept = (await listed(served))["t"]
+            whole = await page(served, "t", "c_conf")
+            session = await served.app.state.service.session("t")
+            call = {key: kept[key] for key in ("id", "name", "args")}
+            usual = await session.preview(call)
+            assert kept["preview"] == usual.lines
+            assert kept["preview_id"] == usual.preview_id
+            assert kept["preview_flags"] == usual.flag_data()  # its 40 lines: removed ones
+            diff = as_json(await payloads.drawn_diff(session, call, usual))
+            assert {key: kept[key] for key in diff} == diff
+            first_flags = [f for found in diff["preview_first_flags"].values() for f in found]
+            assert {"look-alike", "space"} <= {f["kind"] for f in first_flags}
+            usual_whole = await session.whole_preview(call)
+            facts = as_json(payloads.page_facts(usual_whole, 0, len(whole["lines"])))
+            assert whole["lines"] == usual_whole.lines[: len(whole["lines"])]
+            assert {key: whole[key] for key in facts} == facts and facts["flags"] != {}
+
+    with FakeLLM(rewrite_script(), auto_route="filesystem") as llm:
+        asyncio.run(check(llm.base_url))
 
 
 def test_a_changed_file_gets_a_new_preview_id_and_its_own_diff(workspace: Workspace):
@@ -237,7 +278,7 @@ def test_a_file_that_appears_while_a_new_files_diff_is_worked_out_is_not_kept(
 def drawn(lines: int) -> Drawn:
     plan = [{"argument": "path", "path": "a", "state": {"exists": False}}]
     call = {"id": f"c{lines}", "name": "write_file", "args": {"path": "a"}}
-    return made("t", call, plan, ["@@ -0,0 +1 @@"], [f"+{n}" for n in range(lines)])
+    return made("t", call, plan, (["@@ -0,0 +1 @@"], []), [f"+{n}" for n in range(lines)])
 
 
 def test_the_cache_holds_at_most_its_limit_dropping_the_least_recently_used():

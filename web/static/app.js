@@ -138,11 +138,14 @@ function previewView(thread, call, lines) {
   const box = el("div", { class: "preview" });
   let shown = lines;
   let words = call.preview_words || {};
+  // The marked characters (look-alikes, drawn whitespace, control characters) of these lines.
+  let flags = (call.preview_first ? call.preview_first_flags : call.preview_flags) || {};
   let split = false;
   const body = el("div", { class: "preview-body" });
   const render = () => {
     const at = body.firstChild && body.firstChild.topLine ? body.firstChild.topLine() : null;
-    body.replaceChildren(diffView(shown, words, split, at));  // the same lines in view
+    const label = `what ${visible(call.name, "")} ${callPath(call.args)} would change (${visible(call.id, "")})`;
+    body.replaceChildren(diffView(shown, words, split, at, flags, label));  // the same lines in view
   };
   const tools = el("div", { class: "preview-tools" });
   const totals = call.diff_totals;
@@ -166,6 +169,7 @@ function previewView(thread, call, lines) {
       more.disabled = true;
       const whole = [];
       const wholeWords = {};
+      const wholeFlags = {};
       const ids = new Set();
       for (let offset = 0; ; ) {
         note.textContent = `loading… ${whole.length} lines`;
@@ -181,7 +185,8 @@ function previewView(thread, call, lines) {
         }
         const page = await response.json();
         whole.push(...page.lines);
-        Object.assign(wholeWords, page.words || {});
+        Object.assign(wholeWords, page.words || {});  // both by index in the whole diff
+        Object.assign(wholeFlags, page.flags || {});
         ids.add(page.preview_id);
         offset += page.lines.length;
         if (offset >= page.total || !page.lines.length) break;
@@ -194,6 +199,7 @@ function previewView(thread, call, lines) {
       call.preview_id = [...ids][0];  // a yes now binds to the whole diff on screen
       shown = whole;
       words = wholeWords;
+      flags = wholeFlags;
       note.textContent = `the whole diff: ${whole.length} lines`;
       more.hidden = true;
       render();
@@ -264,7 +270,7 @@ function editPreview(thread, call, editor) {
     call.edit_preview = { args: JSON.stringify(args), preview_id: page.preview_id };
     shown.replaceChildren(
       el("div", { class: "label", text: "What the edited call would change" }),
-      el("pre", { class: "diff" }, ...page.lines.map(diffLine)),
+      el("pre", { class: "diff" }, ...page.lines.map((line, at) => diffLine(line, (page.flags || {})[at]))),
     );
   };
   button.addEventListener("click", run);

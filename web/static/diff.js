@@ -12,7 +12,8 @@ const DIFF_ROW_PX = 18;  // every drawn row is this tall: the view computes rows
 const DIFF_OVERSCAN = 30;  // rows drawn above and below the view, so a scroll shows no gap
 const DIFF_JUMP_CONTEXT = 3;  // rows of context kept above a change jumped to
 const HUNK_HEADER = /^@@ -(\d+)(?:,(\d+))? \+(\d+)(?:,(\d+))? @@/;
-const LONG_LINE_PART = /^[-+]\[col [\d,]+\] |^\(and [\d,]+ more change/;
+// A changed long line's part (core/changes/intraline.py): its sign, then the column it starts.
+const LONG_LINE_PART = /^[-+]\[col [\d,]+\] /;
 
 function diffKind(line) {
   if (line.startsWith("+++") || line.startsWith("---")) return "meta";
@@ -22,9 +23,11 @@ function diffKind(line) {
   return "";
 }
 
-// One line as plain text (the edit preview, which is short, draws these).
-function diffLine(line) {
-  return el("span", { class: diffKind(line), text: line === "" ? " " : line });
+// One line as plain text (the edit preview, which is short, draws these), its flagged
+// characters marked.
+function diffLine(line, flags = []) {
+  if (!flags.length) return el("span", { class: diffKind(line), text: line === "" ? " " : line });
+  return markedText({ text: line, words: [], flags }, diffKind(line));
 }
 
 // The first line a hunk range stands for, and after it the next: "5,0" is empty after line 5.
@@ -36,7 +39,7 @@ function hunkRange(start, length) {
 
 // The diff's rows. kind: "note" (a line of the preview that is not diff), "meta" (---/+++),
 // "fold" (unchanged lines left out), "hunk", "same" (context), "change" (old and/or new).
-function diffRows(lines, words = {}) {
+function diffRows(lines, words = {}, flags = {}) {
   const rows = [];
   let started = false;
   let oldNo = 0;
@@ -69,7 +72,7 @@ function diffRows(lines, words = {}) {
       return;
     }
     if (!started && line.startsWith("new file ")) [started, newNo] = [true, 1];
-    const side = (no) => ({ no, text: line, words: words[index] || [] });
+    const side = (no) => ({ no, text: line, words: words[index] || [], flags: flags[index] || [] });
     if (started && long && line.startsWith("-")) dels.push(side(long.old));
     else if (started && long && line.startsWith("+")) adds.push(side(long.new));
     else if (started && line.startsWith("-")) dels.push(side(oldNo++));
@@ -102,24 +105,57 @@ function diffItems(rows, split) {
   return items;
 }
 
-// A line's text with its changed words marked; the text stays whole (sign included).
-// The server counts the spans in code points (core/changes/diff_view.py, as Python and the
-// terminal count), and a JS string slices in UTF-16 units, which differ after every emoji or
-// other character past U+FFFF; so the line is cut as an array of code points. Converted here,
-// not sent twice by the server: the API keeps one unit, and only the page needs another.
-// Each piece is written out (text.js) after it is cut: an escape is longer than the
-// character, and would move every mark after it.
+// The class a marked character is drawn with (core/changes/marks.py's kinds): look-alike
+// letters, whitespace drawn as a sign (·, →, ⍽, ␍), and control or format characters.
+const FLAG_CLASSES = {
+  "look-alike": "lookalike", space: "whitespace", tab: "whitespace", "other-space": "whitespace",
+  "line-ending": "whitespace", control: "control",
+};
+
+// One marked character: its own mark, named in its title (`U+0440 CYRILLIC SMALL LETTER ER`).
+function flagMark(found, shown) {
+  return el("mark", {
+    class: `flag ${FLAG_CLASSES[found.kind] || "control"}`, "data-kind": found.kind,
+    title: `${found.code} ${visible(found.name, "")}`, text: shown,
+  });
+}
+
+// A line's text with its changed words and its flagged characters marked; the text stays
+// whole (sign included). The server counts both in code points (core/changes/diff_view.py
+// and marks.py, as Python and the terminal count), and a JS string slices in UTF-16 units,
+// which differ after every emoji or other character past U+FFFF; so the line is cut as an
+// array of code points (the server's `at16` is not used: one unit for both). Each piece is
+// written out (text.js) after it is cut: an escape is longer than the character, and would
+// move every mark after it. A flag counts from after the sign, and on a long line's part
+// from after its `[col N] ` too.
 function markedText(side, kind) {
   const node = el("span", { class: `text ${kind}` });
   const points = Array.from(side.text);
   const piece = (from, to) => visible(points.slice(from, to).join(""), "\t");
-  let at = 1;  // the spans count from after the sign
+  const base = (LONG_LINE_PART.exec(side.text) || ["-"])[0].length;
+  const flags = new Map((side.flags || []).map((found) => [found.at + base, found]));
+  const words = side.words.map(([start, end]) => [start + 1, end + 1]);
+  const cuts = new Set([1, points.length]);
+  for (const [start, end] of words) cuts.add(start).add(end);
+  for (const at of flags.keys()) cuts.add(at).add(at + 1);
+  const ends = [...cuts].filter((at) => at >= 1 && at <= points.length).sort((a, b) => a - b);
   node.append(piece(0, 1));
-  for (const [start, end] of side.words) {
-    node.append(piece(at, start + 1), el("mark", { class: "word", text: piece(start + 1, end + 1) }));
-    at = end + 1;
+  let from = 1;
+  let word = -1;  // the changed word being drawn, as its index in `words`
+  let into = node;  // where the next piece goes: the line, or the changed word's mark
+  for (const to of ends) {
+    if (to <= from) continue;
+    const inWord = words.findIndex(([start, end]) => start <= from && to <= end);
+    if (inWord !== word) {
+      word = inWord;
+      into = node;
+      if (word >= 0) node.append(into = el("mark", { class: "word" }));
+    }
+    const found = to === from + 1 ? flags.get(from) : undefined;
+    into.append(found ? flagMark(found, piece(from, to)) : piece(from, to));
+    from = to;
   }
-  node.append(piece(at) || (side.text === "" ? " " : ""));
+  if (side.text === "") node.append(" ");  // an empty row keeps its height
   return node;
 }
 
@@ -169,17 +205,18 @@ function oldLineAt(items, index) {
 
 // The drawn diff: one scroll container whose rows are drawn as they come into view; `at`, an
 // old line number, is put at the top (the other layout's view, when the reviewer switches).
-function diffView(lines, words, split, at = null) {
-  const rows = diffRows(lines, words);
+function diffView(lines, words, split, at = null, flags = {}, label = "what it would change") {
+  const rows = diffRows(lines, words, flags);
   const items = diffItems(rows, split);
   // Where each change starts (a change right after another one is the same change).
   const changes = items.flatMap((item, i) => (item.kind === "change" && (i === 0 || items[i - 1].kind !== "change") ? [i] : []));
   const space = el("span", { class: "diff-space" });
   space.style.height = `${items.length * DIFF_ROW_PX}px`;
   // A region Tab reaches, so the keyboard scrolls a long diff (axe-core:
-  // scrollable-region-focusable), named for a screen reader.
+  // scrollable-region-focusable), named for a screen reader, one name per call (axe-core:
+  // landmark-unique, with two calls in a thread).
   const scroller = el("pre", {
-    class: `diff diff-scroll${split ? " split" : ""}`, tabindex: "0", role: "region", "aria-label": "what it would change",
+    class: `diff diff-scroll${split ? " split" : ""}`, tabindex: "0", role: "region", "aria-label": label,
   }, space);
   let drawn = "";
   let current = -1;  // the change jumped to last, while the view stays where the jump put it

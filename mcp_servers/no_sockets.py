@@ -1,0 +1,106 @@
+"""No socket at all: the kernel refuses the server every network and UNIX-socket connection.
+
+The filesystem server speaks over its stdin and stdout and needs no socket. Landlock (up to
+ABI 7) closes TCP (ABI 4) and abstract UNIX sockets (ABI 6) but not a UDP send nor a connect
+to a named UNIX socket outside the roots (docker.sock, an ssh-agent socket), so a bug in the
+server's own checks could still reach those. A seccomp filter closes them all, for the whole
+process and every thread it starts later, whatever the kernel's Landlock ABI:
+
+- `socket(2)`, `connect`, `bind`, `listen`, `accept`, `accept4`: refused (EACCES), any family;
+  an inherited socket cannot be turned into a way out either;
+- `sendto` with an address: refused (a send on stdout, if the client gave us a socket, has
+  none);
+- `socketpair(2)`: refused but for AF_UNIX, the anonymous connected pair asyncio's event loop
+  makes for itself (it reaches nothing: no name, no address).
+
+The filter is built with libseccomp (the system's libseccomp.so.2, which Debian, Fedora and
+most container images carry), called through ctypes with its own functions, as its Python
+module would. Not that module: Debian ships it for the system Python only, not for a venv, and
+`pyseccomp` on PyPI (the same API over ctypes) finds the library with
+`ctypes.util.find_library`, which runs `ldconfig -p`: 75-125 ms added to every server start,
+measured here, against 0.3 ms for the filter. Where it cannot be installed (not Linux, no
+libseccomp, a kernel without seccomp) `deny` says why, and the server's sandbox line says
+sockets stay open.
+"""
+
+from __future__ import annotations
+
+import ctypes
+import errno
+import os
+import socket
+import sys
+
+LIBRARY = "libseccomp.so.2"
+ALLOW = 0x7FFF0000  # SCMP_ACT_ALLOW
+REFUSE = 0x00050000 | errno.EACCES  # SCMP_ACT_ERRNO(EACCES)
+NOT_EQUAL = 1  # SCMP_CMP_NE
+DENIED = (
+    "socket",
+    "connect",
+    "bind",
+    "listen",
+    "accept",
+    "accept4",
+)
+
+
+class ArgCompare(ctypes.Structure):
+    """struct scmp_arg_cmp: argument `arg` compared by `op` with `datum_a`."""
+
+    _fields_ = [
+        ("arg", ctypes.c_uint),
+        ("op", ctypes.c_int),
+        ("datum_a", ctypes.c_uint64),
+        ("datum_b", ctypes.c_uint64),
+    ]
+
+
+def deny() -> str:
+    """Install the filter in this process: '' when it holds, else why it could not."""
+    if not sys.platform.startswith("linux"):
+        return f"seccomp is Linux's; this is {sys.platform}"
+    try:
+        lib = ctypes.CDLL(LIBRARY, use_errno=True)
+    except OSError as error:
+        return f"libseccomp cannot be loaded ({error})"
+    lib.seccomp_init.restype = ctypes.c_void_p
+    lib.seccomp_init.argtypes = [ctypes.c_uint32]
+    lib.seccomp_syscall_resolve_name.argtypes = [ctypes.c_char_p]
+    lib.seccomp_rule_add_array.argtypes = [
+        ctypes.c_void_p,
+        ctypes.c_uint32,
+        ctypes.c_int,
+        ctypes.c_uint,
+        ctypes.POINTER(ArgCompare),
+    ]
+    lib.seccomp_load.argtypes = [ctypes.c_void_p]
+    lib.seccomp_release.argtypes = [ctypes.c_void_p]
+    rules = lib.seccomp_init(ALLOW)
+    if not rules:
+        return "seccomp_init failed"
+    try:
+        for call in DENIED:
+            refuse(lib, rules, call)
+        refuse(lib, rules, "sendto", ArgCompare(4, NOT_EQUAL, 0, 0))  # with an address
+        refuse(lib, rules, "socketpair", ArgCompare(0, NOT_EQUAL, socket.AF_UNIX, 0))
+        check(lib.seccomp_load(rules), "seccomp_load")
+    except OSError as error:
+        return f"the seccomp filter was refused ({error})"
+    finally:
+        lib.seccomp_release(rules)
+    return ""
+
+
+def refuse(lib: ctypes.CDLL, rules: int, call: str, *compare: ArgCompare) -> None:
+    number = lib.seccomp_syscall_resolve_name(call.encode())
+    if number < 0:
+        raise OSError(errno.ENOSYS, f"no system call {call} here")
+    compared = (ArgCompare * len(compare))(*compare)
+    check(lib.seccomp_rule_add_array(rules, REFUSE, number, len(compare), compared), call)
+
+
+def check(result: int, what: str) -> None:
+    """libseccomp answers a negative errno on failure."""
+    if result < 0:
+        raise OSError(-result, f"{what}: {os.strerror(-result)}")
