@@ -12,7 +12,7 @@ import time
 from collections.abc import Callable
 from typing import Any
 
-from bench import context, growth, overhead, serving_load, startup
+from bench import context, growth, inbox_listing, overhead, serving_load, startup
 from bench.common import REPO, Row, machine, print_table
 
 
@@ -33,6 +33,7 @@ SECTIONS: list[tuple[str, Callable[[], list[Row]]]] = [
     ("context and prompt cache", context.measure),
     ("search", search_rows),
     ("serving under load", serving_load.measure),
+    ("inbox listing", inbox_listing.measure),
 ]
 
 

@@ -61,10 +61,13 @@ def approved_as_shown(item: dict[str, Any]) -> dict[str, Any]:
     }
 
 
-def start_serve(base_url: str, root: Path) -> tuple[subprocess.Popen[bytes], str]:
+def start_serve(
+    base_url: str, root: Path, options: tuple[str, ...] = ()
+) -> tuple[subprocess.Popen[bytes], str]:
     command = [
         *agent_command(),
         *("--base-url", base_url, "--root", str(root), "--db", str(root.parent / "t.db")),
+        *options,
         *("serve", "--port", "0"),
     ]
     env = agent_env() | {"FSAGENT_ADMIN_TOKEN": TOKEN}

@@ -119,6 +119,7 @@ async def serving(
     roots: tuple[Path, ...] | None = None,
     other_root: bool = False,
     constrain_calls: str = "auto",
+    max_tokens: int | None = None,
 ) -> AsyncIterator[Served]:
     settings = Settings(
         base_url=base_url,
@@ -127,6 +128,7 @@ async def serving(
         db=workspace.db,
         approve=approve,  # type: ignore[arg-type]
         constrain_calls=constrain_calls,  # type: ignore[arg-type]
+        max_tokens=max_tokens,
     )
     access = Access(host=host, port=PORT, token=token, allowed_hosts=allowed_hosts)
     async with open_service(settings, access) as app:

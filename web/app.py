@@ -68,6 +68,7 @@ from web.bodies import only_keys, read_json
 from web.events import Frame, decision_frame, run_frames
 from web.inbox import inbox_events
 from web.outcomes import outcome
+from web.preview_cache import PreviewCache
 from web.runs import Run, Runs
 
 STATIC = Path(__file__).resolve().parent / "static"
@@ -98,6 +99,8 @@ class Service:
 
 def create_app(service: Service, access: Access) -> FastAPI:
     runs = Runs(service.store, verbose=service.verbose)
+    # Diffs by preview_id, shared by the listing, a thread's view and the preview endpoint.
+    previews = PreviewCache()
 
     @asynccontextmanager
     async def lifespan(app: FastAPI) -> AsyncIterator[None]:
@@ -115,6 +118,7 @@ def create_app(service: Service, access: Access) -> FastAPI:
         lifespan=lifespan,
     )
     app.state.runs = runs
+    app.state.previews = previews
     app.state.service = service
     tokens = Tokens(access)
     chat = [Depends(tokens.chat)]
@@ -159,7 +163,7 @@ def create_app(service: Service, access: Access) -> FastAPI:
         view = await session.view()
         if view is None:
             raise Refused(404, f"no thread named '{escaped(name)}'")
-        shown = await payloads.detail(session, view)
+        shown = await payloads.detail(session, view, previews)
         # Who decided each call and when, from the audit: the chat view tells the story.
         decisions = [
             {"call_id": r.call_id, "tool": r.tool, "decision": r.decision, "by": r.by,
@@ -184,7 +188,7 @@ def create_app(service: Service, access: Access) -> FastAPI:
         except BaseException:
             await claim.release()
             raise
-        run = runs.start(claim, session, turn_frames(session, view, text.strip()))
+        run = runs.start(claim, session, turn_frames(session, view, text.strip(), previews))
         return stream(run)
 
     # -- admin -----------------------------------------------------------------------------------
@@ -198,7 +202,7 @@ def create_app(service: Service, access: Access) -> FastAPI:
                 session = await opened(service, view.name)
             except Refused:
                 continue  # started with other roots: this server cannot act on it
-            found.append(await payloads.waiting(session, view))
+            found.append(await payloads.waiting(session, view, previews))
         return JSONResponse({"approvals": found}, headers=NO_STORE)
 
     @app.post("/api/admin/approvals/{name}", dependencies=admin)
@@ -245,7 +249,7 @@ def create_app(service: Service, access: Access) -> FastAPI:
             raise
         decided_at = now()
         runs.decide(name, f"admin at {decided_at}")
-        run = runs.start(claim, session, resume_frames(session, calls, bound))
+        run = runs.start(claim, session, resume_frames(session, calls, bound, previews))
         if "text/event-stream" in request.headers.get("accept", ""):
             return stream(run)
         answer = outcome(name, calls, decisions, await run.collect(), ("admin", decided_at))
@@ -279,7 +283,10 @@ def create_app(service: Service, access: Access) -> FastAPI:
         offset, limit = body.get("offset", 0), body.get("limit", PREVIEW_PAGE)
         if not all(isinstance(n, int) and n >= 0 for n in (offset, limit)):
             raise Refused(400, '"offset" and "limit" must be whole numbers from 0')
-        shown = await session.whole_preview({**call, "args": args})
+        asked = {**call, "args": args}
+        kept = await previews.drawn(session, asked)  # a diff: once per state
+        shown = kept.whole if kept is not None else await previews.worked_out_whole(session, asked)
+        words = kept.whole_words() if kept is not None else None
         page = shown.lines[offset : offset + min(limit, PREVIEW_PAGE)]
         answer = {
             "call_id": call["id"],
@@ -287,7 +294,7 @@ def create_app(service: Service, access: Access) -> FastAPI:
             "total": len(shown.lines),
             "lines": page,
             "preview_id": shown.preview_id,  # what these lines show, as an approval binds it
-            **payloads.page_facts(shown, offset, offset + len(page)),
+            **payloads.page_facts(shown, offset, offset + len(page), words),
         }
         return JSONResponse(answer, headers=NO_STORE)
 
@@ -381,17 +388,17 @@ def stream(run: Run) -> StreamingResponse:
 
 
 async def turn_frames(
-    session: ThreadSession, view: ThreadView | None, text: str
+    session: ThreadSession, view: ThreadView | None, text: str, previews: PreviewCache
 ) -> AsyncIterator[Frame]:
     """A new message's run. An undo or a run a crash cut off is finished first, as the
     terminal does on opening the thread (core.opening.recover); if that pauses, the message
     waits for the decision and is not sent."""
-    async for frame in run_frames(session, recover(session, view)):
+    async for frame in run_frames(session, recover(session, view), previews):
         yield frame
     if session.paused_on is not None:
         yield "error", {"text": "your message was not sent: the thread waits for approval"}
         return
-    async for frame in run_frames(session, session.turn(text)):
+    async for frame in run_frames(session, session.turn(text), previews):
         yield frame
 
 
@@ -416,7 +423,10 @@ async def bound_or_refused(session: ThreadSession, decisions: ResumeValue | Answ
 
 
 async def resume_frames(
-    session: ThreadSession, calls: Sequence[ApprovalCall | QuestionCall], bound: Bound
+    session: ThreadSession,
+    calls: Sequence[ApprovalCall | QuestionCall],
+    bound: Bound,
+    previews: PreviewCache,
 ) -> AsyncIterator[Frame]:
     """The admin's decisions (or answers to a question), then the run they resume."""
     decisions = bound.value  # either kind, read as its JSON form
@@ -428,5 +438,5 @@ async def resume_frames(
             kind = "grant" if decision.get("grant") else decision["type"]
             text = decision.get("message", "")
         yield decision_frame(Decision(call["id"], call["name"], kind, text, "admin"))
-    async for frame in run_frames(session, session.resume(bound)):
+    async for frame in run_frames(session, session.resume(bound), previews):
         yield frame

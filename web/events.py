@@ -41,6 +41,7 @@ from core.session import ThreadSession
 from core.text import format_call
 from core.threads import events
 from web.payloads import previewed
+from web.preview_cache import PreviewCache
 
 Frame = tuple[str, dict[str, Any]]
 
@@ -64,9 +65,10 @@ def queued_notice(thread: str, payload: Pause) -> str:
 
 
 async def run_frames(
-    session: ThreadSession, run: AsyncIterator[events.Event]
+    session: ThreadSession, run: AsyncIterator[events.Event], cache: PreviewCache
 ) -> AsyncIterator[Frame]:
-    """The frames of one run, in order, without `done` (the runner adds it)."""
+    """The frames of one run, in order, without `done` (the runner adds it). A pause's
+    previews are kept in `cache`, so the inbox's listing after it works out none again."""
     streamed = False  # whether the reply being written was sent as text deltas already
     async for event in run:
         # Every event has its frame: the type checker proves the match complete.
@@ -108,7 +110,7 @@ async def run_frames(
                 yield "error", {"text": text}
             case events.Paused(payload):
                 yield "notice", {"text": queued_notice(session.thread, payload)}
-                yield "approval", await approval_data(session, payload)
+                yield "approval", await approval_data(session, payload, cache)
             case _:
                 assert_never(event)
 
@@ -132,12 +134,14 @@ def decision_frame(decision: events.Decision) -> Frame:
     }
 
 
-async def approval_data(session: ThreadSession, payload: Pause) -> dict[str, Any]:
+async def approval_data(
+    session: ThreadSession, payload: Pause, cache: PreviewCache
+) -> dict[str, Any]:
     return {
         "status": PENDING,
         "thread": session.thread,
         "route": payload.get("route"),
-        "calls": await previewed(session, payload["calls"]),
+        "calls": await previewed(session, payload["calls"], cache),
     }
 
 

@@ -10,11 +10,11 @@ from langchain_core.messages import AIMessage, AnyMessage, HumanMessage, ToolMes
 
 from core.approval.decisions import ToolCall
 from core.changes.binding import Preview
-from core.changes.diff_view import first_view_page, is_diff, totals, word_spans
-from core.changes.marks import Flag
+from core.changes.diff_view import WordSpans, first_view_page, is_diff, totals, word_spans
 from core.session import ThreadSession
 from core.threads.messages import content_text
 from core.threads.threads import ThreadView, pending_approval
+from web.preview_cache import PreviewCache, flag_data
 
 
 def message_data(message: AnyMessage) -> dict[str, Any] | None:
@@ -57,12 +57,20 @@ def bare_call(call: ToolCall) -> dict[str, Any]:
     }
 
 
-async def previewed(session: ThreadSession, calls: Sequence[ToolCall]) -> list[dict[str, Any]]:
+async def previewed(
+    session: ThreadSession, calls: Sequence[ToolCall], cache: PreviewCache
+) -> list[dict[str, Any]]:
     """Each call with its preview and the binding of what that shows (`preview_id`), which
-    an approval sends back (core.changes.binding)."""
+    an approval sends back (core.changes.binding). A diff is worked out once per state
+    (web/preview_cache.py); anything else at each look."""
     found = []
     for call in calls:
-        shown = await session.preview(call)
+        kept = await cache.drawn(session, call)
+        if kept is not None:
+            shown, drawn = kept.preview, kept.facts
+        else:
+            shown = await cache.worked_out(session, call)
+            drawn = await drawn_diff(session, call, shown)
         found.append(
             {
                 **bare_call(call),
@@ -71,7 +79,7 @@ async def previewed(session: ThreadSession, calls: Sequence[ToolCall]) -> list[d
                 # The characters marked in the lines (core.changes.marks): look-alikes,
                 # whitespace drawn as signs, control characters, by line index.
                 "preview_flags": shown.flag_data(),
-                **await drawn_diff(session, call, shown),
+                **drawn,
             }
         )
     return found
@@ -84,7 +92,8 @@ async def drawn_diff(session: ThreadSession, call: ToolCall, shown: Preview) -> 
     """What the page draws a diff with (core.changes.diff_view): the whole diff's totals,
     the changed words, and for a cut diff a first view with added lines in it. That view is
     of the whole preview read again; it is sent only when it has the same preview_id, so a
-    yes still binds to exactly the state drawn."""
+    yes still binds to exactly the state drawn. (A diff the cache could not keep comes here;
+    a kept one has these from its one dry run: web/preview_cache.py.)"""
     if not is_diff(shown.lines):
         return {}
     cut = next((i for i, line in enumerate(shown.lines) if CUT_MARK in line), None)
@@ -103,32 +112,32 @@ async def drawn_diff(session: ThreadSession, call: ToolCall, shown: Preview) -> 
     }
 
 
-def flag_data(flags: dict[int, list[Flag]]) -> dict[str, list[dict[str, Any]]]:
-    return {str(at): [found.data() for found in flags[at]] for at in sorted(flags)}
-
-
-def page_facts(shown: Preview, offset: int, end: int) -> dict[str, Any]:
+def page_facts(
+    shown: Preview, offset: int, end: int, whole_words: WordSpans | None = None
+) -> dict[str, Any]:
     """A page of a whole preview's totals, its changed words and its marked characters (by
-    index in the whole)."""
+    index in the whole); `whole_words` are the whole's when they are known already (a kept
+    diff)."""
     lines = shown.lines
     if not is_diff(lines):
         return {}
-    words = {at: spans for at, spans in word_spans(lines).items() if offset <= at < end}
+    known = word_spans(lines) if whole_words is None else whole_words
+    words = {at: spans for at, spans in known.items() if offset <= at < end}
     flags = flag_data({at: found for at, found in shown.flags.items() if offset <= at < end})
     return {"totals": totals(lines), "words": words, "flags": flags}
 
 
-async def detail(session: ThreadSession, view: ThreadView) -> dict[str, Any]:
+async def detail(session: ThreadSession, view: ThreadView, cache: PreviewCache) -> dict[str, Any]:
     """A thread in full: its messages, and the calls it waits on with their previews."""
     messages = [data for m in view.messages if (data := message_data(m)) is not None]
     return {
         **summary(view),
         "messages": messages,
-        "pending": await previewed(session, view.waiting),
+        "pending": await previewed(session, view.waiting, cache),
     }
 
 
-async def waiting(session: ThreadSession, view: ThreadView) -> dict[str, Any]:
+async def waiting(session: ThreadSession, view: ThreadView, cache: PreviewCache) -> dict[str, Any]:
     """A waiting thread in the admin's list: the calls, their previews and the request that
     caused them."""
     payload = pending_approval(view.snapshot)
@@ -139,7 +148,7 @@ async def waiting(session: ThreadSession, view: ThreadView) -> dict[str, Any]:
         "route": payload.get("route") if payload else None,
         # What the model said before its calls ("I'll add it after 'call mom'."): the why.
         "reason": model_words(view),
-        "calls": await previewed(session, view.waiting),
+        "calls": await previewed(session, view.waiting, cache),
         "problem": view.problem,
         "last_activity": view.last_activity,
         "since": view.last_activity,  # when it paused: its checkpoint's time

@@ -56,6 +56,35 @@ async def whole_preview(
     return unplanned_lines(call) + lines
 
 
+DIFF_TOOLS = ("write_file", "patch_file")  # previewed by the server's dry run: a diff
+
+
+async def dry_run_views(
+    call: Mapping[str, Any], tools: Tools
+) -> tuple[list[str], list[str], str | None] | None:
+    """A write_file's or patch_file's dry run, asked once for both previews: the lines
+    `preview` cuts, every line `whole_preview` gives, and the sha256 of the content the diff
+    was made from (None: no file was there), so a caller can tell it is of the state a plan
+    read (the inbox keeps these by preview_id, web/preview_cache.py). None for another tool,
+    or when the dry run failed: the usual preview then says why."""
+    if call.get("name") not in DIFF_TOOLS or not isinstance(call.get("args"), dict):
+        return None
+    args = call["args"]
+    try:
+        result = json.loads(await ask(tools, call["name"], {**args, "dry_run": True}))
+        old = result.get("old_sha256")
+        if call["name"] == "write_file" and old is None:
+            content = str(args.get("content", ""))
+            head = new_file_lines(result["path"], content)
+            whole = new_file_lines(result["path"], content, head=None)
+        else:
+            head = whole = list(result.get("diff") or ["(no change)"])
+    except (ReadError, ValueError, KeyError, TypeError):
+        return None
+    lead = unplanned_lines(call)
+    return lead + head, lead + whole, old if isinstance(old, str) else None
+
+
 def unplanned_lines(call: Mapping[str, Any]) -> list[str]:
     """Said first for a call the server could not plan (the payload's `unplanned`): no
     rule, mode or grant judged where it lands, so the person judges it by what it says."""
