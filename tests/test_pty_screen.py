@@ -46,3 +46,10 @@ def test_a_real_process_line_is_read_whole(tmp_path):
     screen = PtyScreen(["printf", "%s\\n", words], str(tmp_path), {})
     assert screen.close() == 0
     assert screen.screen_text() == words
+
+
+def test_a_screen_erased_below_the_cursor_joins_none_of_its_rows():
+    # prompt_toolkit redraws its lines by moving up and erasing the rest of the screen.
+    line = "v" * (COLUMNS * 2 + 5)  # three rows, the first two wrapped
+    redrawn = f"{line}\x1b[2A\r\x1b[Jnew\r\nnext\r\nlast\r\n"
+    assert drawn(redrawn) == ["new", "next", "last"]
