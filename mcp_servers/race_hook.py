@@ -39,7 +39,7 @@ Every hook's FIFOs are opened at start, before any root is served (so a restrict
 later, such as Landlock's, which forbids opening anything outside the roots, cannot stop the
 hook), and read-write, so neither open waits for the test's end of the FIFO.
 
-Unset, a hook is one test of a module global per point: it costs nothing.
+Unset, a hook is one lookup in an empty dict per point: it costs nothing.
 """
 
 from __future__ import annotations
@@ -108,77 +108,63 @@ class Hook:
             raise RuntimeError(f"test pause: expected 'go', read {answer!r}")
 
 
-_hook: Hook | None = None
-_release_hook: Hook | None = None
-_step_hook: Hook | None = None
-_start_hook: Hook | None = None
-_answer_hook: Hook | None = None
+HOOK_VARIABLES = (PAUSE_ENV, RELEASE_PAUSE_ENV, STEP_PAUSE_ENV, START_PAUSE_ENV, ANSWER_PAUSE_ENV)
+# The hooks whose variable names a folder, by variable: empty in normal use.
+_hooks: dict[str, Hook] = {}
 
 
 def open_from_environment() -> None:
     """Open the FIFOs of each hook whose variable names a folder; call it first thing."""
-    global _hook, _release_hook, _step_hook, _start_hook, _answer_hook
-    folder = os.environ.get(PAUSE_ENV)
-    if folder:
-        _hook = Hook(folder)
-    folder = os.environ.get(RELEASE_PAUSE_ENV)
-    if folder:
-        _release_hook = Hook(folder)
-    folder = os.environ.get(STEP_PAUSE_ENV)
-    if folder:
-        _step_hook = Hook(folder)
-    folder = os.environ.get(START_PAUSE_ENV)
-    if folder:
-        _start_hook = Hook(folder)
-    folder = os.environ.get(ANSWER_PAUSE_ENV)
-    if folder:
-        _answer_hook = Hook(folder)
+    for variable in HOOK_VARIABLES:
+        folder = os.environ.get(variable)
+        if folder:
+            _hooks[variable] = Hook(folder)
 
 
 def pause(tool: str, argument: str) -> None:
     """Wait here for the test, when the hook is set (never in normal use)."""
-    if _hook is not None:
-        _hook.pause(tool, argument)
+    if (hook := _hooks.get(PAUSE_ENV)) is not None:
+        hook.pause(tool, argument)
 
 
 def step(what: str, which: str) -> None:
     """Wait here for the test, when the step hook is set (never in normal use): around each
     rename the journal announces (journal.py), so a test can kill the server there."""
-    if _step_hook is not None:
-        _step_hook.pause(what, which)
+    if (hook := _hooks.get(STEP_PAUSE_ENV)) is not None:
+        hook.pause(what, which)
 
 
 def held_before_release(tool: str) -> AbstractContextManager[None]:
     """Around a worker thread's hand-off of its slot: wait for the test first, when the
     release hook is set (never in normal use), and hold the session's end until it is done."""
-    if _release_hook is None:
+    if (hook := _hooks.get(RELEASE_PAUSE_ENV)) is None:
         return NOT_HELD
-    return _release_hook.held("release", tool)
+    return hook.held("release", tool)
 
 
 def pause_at_session_end() -> None:
     """On the loop, the session over: wait for the test and for a call held before its
     hand-off, when the release hook is set (never in normal use)."""
-    if _release_hook is not None:
-        _release_hook.pause_behind("session", "over")
+    if (hook := _hooks.get(RELEASE_PAUSE_ENV)) is not None:
+        hook.pause_behind("session", "over")
 
 
 async def pause_on_the_loop(tool: str) -> None:
     """A call's slot is taken and its thread not asked for: wait for the test there, the loop
     reading on, when the start hook is set (never in normal use)."""
-    if _start_hook is not None:
-        await _start_hook.pause_awaited("slot", tool)
+    if (hook := _hooks.get(START_PAUSE_ENV)) is not None:
+        await hook.pause_awaited("slot", tool)
 
 
 def pause_in_thread(tool: str) -> None:
     """In a call's worker thread, before it claims its slot: wait for the test, when the start
     hook is set (never in normal use)."""
-    if _start_hook is not None:
-        _start_hook.pause_behind("thread", tool)
+    if (hook := _hooks.get(START_PAUSE_ENV)) is not None:
+        hook.pause_behind("thread", tool)
 
 
 async def pause_before_dropping(request_id: int | str) -> None:
     """The answer to a request answered as cancelled is about to be dropped: wait for the
     test there, the loop reading on, when the answer hook is set (never in normal use)."""
-    if _answer_hook is not None:
-        await _answer_hook.pause_awaited("drop", str(request_id))
+    if (hook := _hooks.get(ANSWER_PAUSE_ENV)) is not None:
+        await hook.pause_awaited("drop", str(request_id))
