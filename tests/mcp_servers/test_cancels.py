@@ -126,22 +126,33 @@ def test_a_second_cancel_read_as_the_first_ones_call_ends_is_not_answered_again(
     # on, and the second cancel is read there (the log says when). The request was answered
     # once, "cancelled"; the second cancel must change nothing.
     pauses = Pauses(tmp_path / "pause")
-    env = {ANSWER_PAUSE_ENV: str(pauses.folder)}
+    released = Pauses(tmp_path / "release")
+    env = {ANSWER_PAUSE_ENV: str(pauses.folder), RELEASE_PAUSE_ENV: str(released.folder)}
     raw = RawServer([root], "--verbose", env=env, stderr=subprocess.PIPE)
     log = Log(raw.process)
     with raw:
         slow = raw.call("grep", pattern="hello", path=".")
+        # Held in its thread after its work, so the cancel comes while it runs whatever the
+        # machine's speed: a grep left to race it finished first under load (CPU hogs).
+        assert released.next_line() == "paused release grep"
         raw.cancel(slow)
         assert raw.answer(slow)["error"] == CANCELLED
         log.until(f"cancel of request {slow}: 1 answered as cancelled")
+        released.go()
         assert pauses.next_line() == f"paused drop {slow}"
         raw.cancel(slow)
         log.until(f"cancel of request {slow}: ")  # read, and answered if it ever is
         pauses.go()
         ping = raw.request("ping")
         assert raw.next_answer() == {"jsonrpc": "2.0", "id": ping, "result": {}}
+        # The release hook pauses the session's end too: let it go.
+        assert raw.process.stdin is not None
+        raw.process.stdin.close()
+        assert released.next_line() == "paused session over"
+        released.go()
         rest = all_answers(raw)
     pauses.close()
+    released.close()
     assert rest == []
 
 
