@@ -147,31 +147,39 @@ def disguised(plan: Plan) -> str | None:
     return None
 
 
+def flagged(plan: Plan, flag: str) -> dict[str, Any] | None:
+    """The plan's first entry the server marked with `flag` (`protected`, `reserved`)."""
+    for entry in plan:
+        if isinstance(entry, dict) and entry.get(flag) is True:
+            return entry
+    return None
+
+
 def protected(plan: Plan) -> str | None:
     """Why the call is refused when it would change a protected file (the rules file, the
     thread store) or a folder holding one: only the person changes those, by hand."""
-    for entry in plan:
-        if isinstance(entry, dict) and entry.get("protected") is True:
-            return (
-                f"refused: '{entry.get('path')}' is protected (fsagent's rules file or its "
-                "thread store, or a folder holding one), and no approval can change it; "
-                "the person must edit it themselves"
-            )
-    return None
+    entry = flagged(plan, "protected")
+    if entry is None:
+        return None
+    return (
+        f"refused: '{entry.get('path')}' is protected (fsagent's rules file or its "
+        "thread store, or a folder holding one), and no approval can change it; "
+        "the person must edit it themselves"
+    )
 
 
 def reserved(plan: Plan) -> str | None:
     """Why the call is refused when a path goes through a name the server keeps for its own
     temporary and set-aside entries (`.fsagent-...`): a rename there is a delete in disguise,
     and the server refuses it anyway (mcp_servers/reserved.py)."""
-    for entry in plan:
-        if isinstance(entry, dict) and entry.get("reserved") is True:
-            return (
-                f"refused: its {entry.get('argument')} '{entry.get('path')}' goes through a "
-                "name the filesystem server keeps for its own entries (every name starting "
-                "'.fsagent-'); choose another name"
-            )
-    return None
+    entry = flagged(plan, "reserved")
+    if entry is None:
+        return None
+    return (
+        f"refused: its {entry.get('argument')} '{entry.get('path')}' goes through a "
+        "name the filesystem server keeps for its own entries (every name starting "
+        "'.fsagent-'); choose another name"
+    )
 
 
 def expect_of(plan: Plan | None) -> Plan | None:
