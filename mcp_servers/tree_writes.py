@@ -27,6 +27,7 @@ from mcp_servers.budget import unbounded
 from mcp_servers.capture import Held, New, confirm, now_at, put_back, put_in_place, set_aside
 from mcp_servers.dirfd import (
     LIST_FLAGS,
+    Removal,
     count_tree,
     entry_stat,
     remove_quietly,
@@ -37,11 +38,12 @@ from mcp_servers.errors import describe
 from mcp_servers.fileio import copy_sparse, kind_of, not_regular, open_checked, open_regular
 from mcp_servers.journal import clear, commit, moved, record
 from mcp_servers.links import links_leaving
-from mcp_servers.names import quoted_given, show
+from mcp_servers.names import quoted, quoted_given, show
 from mcp_servers.permissions import check_writable
 from mcp_servers.plans import MISSING, Wanted, entry_state, folder_state
 from mcp_servers.replacing import NEW_FILE_FLAGS, WriteBase, finisher, replace_entry
 from mcp_servers.sandbox import Resolved, is_within
+from mcp_servers.stopped import delete_stopped_line, remains
 from mcp_servers.tool_base import show_given
 from mcp_servers.walking import Unreadable
 
@@ -212,11 +214,13 @@ class TreeTools(WriteBase):
         recursive: bool,
         want: Wanted,
     ) -> dict[str, int]:
-        """All or nothing: the folder is set aside under a temp name first (hidden from every
-        listing, removed at the next start if the server is killed meanwhile), then emptied,
-        to its end even past the budget: once set aside and checked, it is deleted. The entry
-        set aside is the one checked; with a preview's `expect`, its fingerprint is compared
-        there, where nothing reaches it by its name any more (a stop meanwhile puts it back).
+        """The folder is set aside under a temp name first (journalled: a server killed
+        meanwhile has it finished or put back at the next start), then emptied, to its end
+        even past the budget: once set aside and checked, it is deleted. The entry set aside
+        is the one checked; with a preview's `expect`, its fingerprint is compared there,
+        where nothing reaches it by its name any more (a stop meanwhile puts it back). An
+        entry inside that cannot be removed stops it: what is left goes back under its name,
+        and the answer says what was deleted and what remains.
         """
         counts = {"files": 0, "folders": 0, "bytes": 0}
         if want is None or not recursive:  # with `expect`, counted where it is set aside
@@ -236,10 +240,34 @@ class TreeTools(WriteBase):
         except BaseException as error:
             raise_with_note(error, put_back(held, folder, aside, held.where))
         commit(aside)  # from here on a stopped server's delete is finished at the next start
-        with unbounded():
-            remove_tree(folder, aside)
+        removal = Removal()
+        try:
+            with unbounded():
+                remove_tree(folder, aside, removal)
+        except OSError as error:
+            raise self.delete_stopped(held, aside, target, removal, error) from None
         clear(aside)
         return counts
+
+    def delete_stopped(
+        self, held: Held, aside: str, target: Resolved, removal: Removal, error: OSError
+    ) -> ToolError:
+        """A recursive delete that met an entry it cannot remove: what is left goes back
+        under the folder's name (never stays hidden under the temp one), and the answer
+        says what went and what remains (stopped.py)."""
+        note = put_back(held, held.folder, aside, held.where)
+        shown = quoted(self.raw_relative(target.real))
+
+        def below(parts: tuple[str, ...]) -> str:
+            return quoted(self.raw_relative(target.real.joinpath(*parts)))
+
+        why = f"{error.strerror or error}: {below(removal.stopped_at or ())}"
+        if note:  # its name was taken meanwhile: the note says where what is left is kept
+            return ToolError(
+                f"delete {shown} stopped: {removal.files:,} files deleted{note}: {why}"
+            )
+        left = remains(held.folder, held.name, removal.stopped_at)
+        return ToolError(delete_stopped_line(shown, removal.files, left, why, below))
 
     def counts_of(self, folder: int, name: str) -> dict[str, int]:
         listed = os.open(name, LIST_FLAGS, dir_fd=folder)
