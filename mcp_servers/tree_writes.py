@@ -15,8 +15,10 @@ from __future__ import annotations
 import errno
 import os
 import stat
+import time
 from collections.abc import Callable, Iterator
-from contextlib import ExitStack, contextmanager, suppress
+from contextlib import ExitStack, contextmanager
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -41,12 +43,14 @@ from mcp_servers.links import links_leaving
 from mcp_servers.names import quoted, quoted_given, show
 from mcp_servers.permissions import check_writable
 from mcp_servers.plans import MISSING, Wanted, entry_state, folder_state
+from mcp_servers.platform_calls import rename_no_replace
 from mcp_servers.replacing import NEW_FILE_FLAGS, WriteBase, finisher, replace_entry
 from mcp_servers.sandbox import Resolved, is_within
 from mcp_servers.stopped import delete_stopped_line, remains
 from mcp_servers.tool_base import show_given
 from mcp_servers.walking import Unreadable
 
+PARTIAL = ".fsagent-partial-"  # NAME.fsagent-partial-<time>: a copy that could not be removed
 SKIPPED_LISTED_BYTES = 64 * 1024  # of names a folder copy lists as skipped, per list
 PERMISSION_BITS = 0o777  # a copy keeps these of the source's mode, never setuid or setgid
 
@@ -462,11 +466,12 @@ class TreeTools(WriteBase):
             )
             building = temp_name()
             record(target.place, "temp", building, name, type=stat.S_IFDIR)
+            progress = Copied()
             try:
                 os.mkdir(building, 0o700, dir_fd=folder)
                 unreadable = Unreadable()
                 top = os.open(building, LIST_FLAGS, dir_fd=folder)
-                summary = self.copy_into(src, listed, top, unreadable)
+                summary = self.copy_into(src, listed, top, unreadable, progress)
                 if unreadable.count:
                     raise self.incomplete_copy(src, unreadable)
                 if want is not None:  # and nothing below changed while it was copied
@@ -475,11 +480,54 @@ class TreeTools(WriteBase):
                 built = entry_stat(folder, building)
                 put_in_place(target, New(folder, building, target.where, built, target.place))
                 return {**summary, "replaced": False}
-            except BaseException:
-                with suppress(OSError), unbounded():
-                    remove_tree(folder, building)
+            except BaseException as error:
+                note = self.remove_partial(folder, building, name, dst)
+                if not isinstance(error, Exception):
+                    raise
+                raise self.copy_stopped(error, src, dst, progress, note) from None
+
+    def remove_partial(self, folder: int, building: str, name: str, dst: Resolved) -> str:
+        """Remove a folder copy that did not complete; '' once it is gone. One that cannot
+        be removed whole is never left hidden under its temp name: it is kept under a
+        visible name that says what it is, and the note says where."""
+        try:
+            with unbounded():
+                remove_tree(folder, building)
+        except FileNotFoundError:
+            pass
+        except OSError as error:
+            for kept in partial_names(name):
+                try:
+                    rename_no_replace(folder, building, folder, kept)
+                except FileExistsError:
+                    continue
+                except OSError:
+                    break  # left under its temp name: the journal has it for the next start
                 clear(building)
-                raise
+                shown = quoted(self.raw_relative(dst.real.parent / kept))
+                return (
+                    f"; the partial copy could not be removed ({error.strerror}) and is kept "
+                    f"as {shown}"
+                )
+            return f"; the partial copy could not be removed ({error.strerror})"
+        clear(building)
+        return ""
+
+    def copy_stopped(
+        self, error: Exception, src: Resolved, dst: Resolved, progress: Copied, note: str
+    ) -> Exception:
+        """A folder copy that failed on its way: which entry stopped it and why, how far it
+        got, and that nothing was copied (or, `note`, what is left of it and where)."""
+        if not isinstance(error, OSError):
+            return ToolError(f"{describe(error)}{note}") if note else error
+        shown, to = quoted(self.raw_relative(src.real)), quoted(self.raw_relative(dst.real))
+        at = quoted(self.raw_relative(src.real / progress.at)) if progress.at else shown
+        outcome = note.removeprefix("; ") if note else "the partial copy was removed"
+        return ToolError(
+            f"copy {shown} to {to} stopped at {at}: {error.strerror or error}; "
+            f"{progress.files:,} files had been copied, and {outcome}: nothing was copied "
+            f"to {to}"
+        )
 
     def incomplete_copy(self, src: Resolved, unreadable: Unreadable) -> ToolError:
         first = self.relative(Path(unreadable.first)) if unreadable.first else "?"
@@ -489,7 +537,7 @@ class TreeTools(WriteBase):
         )
 
     def copy_into(
-        self, src: Resolved, listed: int, top: int, unreadable: Unreadable
+        self, src: Resolved, listed: int, top: int, unreadable: Unreadable, progress: Copied
     ) -> dict[str, Any]:
         files = folders = size = 0
         skipped_links = CappedLines(SKIPPED_LISTED_BYTES)
@@ -502,6 +550,7 @@ class TreeTools(WriteBase):
                 while len(opened) > depth + 1:
                     close_folder(*opened.pop())
                 below = opened[-1][0]
+                progress.at, progress.files = entry.relative, files
                 if entry.kind == "dir":
                     mode = entry_stat(entry.folder_fd, entry.name).st_mode & ~umask
                     os.mkdir(entry.name, 0o700, dir_fd=below)
@@ -567,6 +616,23 @@ class TreeTools(WriteBase):
                 f"cannot replace file {quoted_given(given)} with a folder; delete it first"
             )
         return dst
+
+
+@dataclass
+class Copied:
+    """How far a folder copy got: the files copied, and the entry (below the source) it
+    was at, so a copy that stops says where."""
+
+    files: int = 0
+    at: str = ""
+
+
+def partial_names(name: str) -> Iterator[str]:
+    """Visible names for a partial copy of `name` that could not be removed."""
+    stamp = time.strftime("%Y%m%dT%H%M%S")
+    yield f"{name}{PARTIAL}{stamp}"
+    for number in range(2, 1000):
+        yield f"{name}{PARTIAL}{stamp}-{number}"
 
 
 def raise_with_note(error: BaseException, note: str) -> None:

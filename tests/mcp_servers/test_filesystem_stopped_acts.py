@@ -16,7 +16,7 @@ from pathlib import Path
 
 import pytest
 from mcp_session import FilesystemServer, RawServer
-from race_pause import Pauses
+from race_pause import Pauses, paused_server
 
 from mcp_servers.race_hook import STEP_PAUSE_ENV
 
@@ -150,3 +150,62 @@ def test_a_server_killed_before_it_puts_a_stopped_delete_back_has_it_put_back_at
     )
     assert "sub/keep.txt" in {name.split("/", 1)[1] for name in files_under(root / "d")}
     assert hidden(root) == [] and journal_sizes(own_xdg_folders / "data", root) == [0]
+
+
+def test_a_folder_copy_stopped_by_a_file_it_cannot_read_removes_its_partial_copy_and_says_so(
+    tmp_path: Path, own_xdg_folders: Path
+) -> None:
+    """Without CAP_DAC_OVERRIDE, d/sub/secret.txt (mode 000) cannot be read: the copy stops
+    there, what it had built is removed, and the line says where, why and how far it got."""
+    root = tmp_path / "root"
+    root.mkdir()
+    tree(root)
+    secret = root / "d" / "sub" / "secret.txt"
+    secret.write_text("no\n")
+    secret.chmod(0o000)
+    with FilesystemServer([root], wrapper=AS_A_PERSON) as server:
+        result = server.call("copy", source="d", destination="e")
+    assert result.is_error
+    said = re.fullmatch(
+        r"copy 'd' to 'e' stopped at 'd/sub/secret.txt': Permission denied; (\d+) files had "
+        r"been copied, and the partial copy was removed: nothing was copied to 'e'",
+        result.text,
+    )
+    assert said is not None, result.text
+    assert int(said.group(1)) <= len(SIX_FILES)
+    assert not (root / "e").exists() and hidden(root) == []
+    assert journal_sizes(own_xdg_folders / "data", root) == [0]
+
+
+def test_a_partial_copy_that_cannot_be_removed_is_kept_in_sight_and_said(
+    tmp_path: Path, own_xdg_folders: Path
+) -> None:
+    """The copy is held before it is put in place; a file of the staged copy is made
+    immutable and the source replaced, so the copy is refused and its removal fails: what is
+    left of it is kept under a visible name the answer gives, never under the temp name."""
+    root = tmp_path / "root"
+    root.mkdir()
+    tree(root)
+    with paused_server(tmp_path, root) as (server, pauses):
+        call = pauses.start(server, "copy", source="d", destination="e")
+        pauses.reached("copy", "source")  # the whole copy is built, not yet in place
+        (staged,) = hidden(root)
+        stuck = staged / "sub" / "keep.txt"
+        subprocess.run(["chattr", "+i", str(stuck)], check=True)
+        try:
+            (root / "d").rename(root / "d_old")
+            (root / "d").mkdir()
+            result = pauses.finish(call)
+            (kept,) = [path for path in root.iterdir() if ".fsagent-partial-" in path.name]
+        finally:
+            for path in root.rglob("keep.txt"):
+                subprocess.run(["chattr", "-i", str(path)], check=True)
+    assert result.is_error
+    assert result.text.startswith("refused: 'd' changed while this call ran"), result.text
+    assert result.text.endswith(
+        f"; the partial copy could not be removed (Operation not permitted) and is kept as "
+        f"'{kept.name}'"
+    )
+    assert kept.name.startswith("e.fsagent-partial-") and (kept / "sub" / "keep.txt").exists()
+    assert not (root / "e").exists() and hidden(root) == []
+    assert journal_sizes(own_xdg_folders / "data", root) == [0]
