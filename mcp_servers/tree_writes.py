@@ -385,6 +385,13 @@ class TreeTools(WriteBase):
                     finisher(found, moving.folder, moving.name),
                     lambda new: moved(moving.name, target.place, target.name, new.found),
                 )
+            except OSError as error:  # its temp file is removed; `move` puts the source back
+                raise ToolError(
+                    f"move {quoted_given(source)} to {quoted(target.shown)} stopped on its "
+                    f"copy to the other filesystem: {error.strerror or describe(error)}; the "
+                    f"partial copy was removed and {quoted_given(source)} is where it was: "
+                    "nothing was moved"
+                ) from None
             finally:
                 os.close(reader)
         else:

@@ -9,6 +9,7 @@ with counts and the first paths, so the person and the model see the truth.
 from __future__ import annotations
 
 import json
+import os
 import re
 import subprocess
 from collections.abc import Iterator
@@ -209,3 +210,46 @@ def test_a_partial_copy_that_cannot_be_removed_is_kept_in_sight_and_said(
     assert kept.name.startswith("e.fsagent-partial-") and (kept / "sub" / "keep.txt").exists()
     assert not (root / "e").exists() and hidden(root) == []
     assert journal_sizes(own_xdg_folders / "data", root) == [0]
+
+
+@pytest.fixture
+def small_disk(tmp_path: Path) -> Iterator[Path]:
+    """A second filesystem of 1 MiB (a tmpfs this test mounts, as root)."""
+    folder = tmp_path / "small"
+    folder.mkdir()
+    mount = ["mount", "-t", "tmpfs", "-o", "size=1m", "tmpfs", str(folder)]
+    subprocess.run(mount, check=True)
+    try:
+        yield folder
+    finally:
+        subprocess.run(["umount", "-l", str(folder)], check=True)
+
+
+@pytest.mark.skipif(os.geteuid() != 0, reason="mounting a tmpfs needs root")
+def test_a_move_to_another_filesystem_that_fills_it_puts_the_source_back_and_says_so(
+    tmp_path: Path, small_disk: Path, own_xdg_folders: Path
+) -> None:
+    """2 MiB onto a 1 MiB filesystem: the copy stops at ENOSPC, its partial copy is removed,
+    and the source is back whole under its name. A folder is refused before anything."""
+    root = tmp_path / "root"
+    root.mkdir()
+    tree(root)
+    data = os.urandom(2 * 1024 * 1024)
+    (root / "big.bin").write_bytes(data)
+    before = {path: path.read_bytes() for path in root.rglob("*") if path.is_file()}
+    with FilesystemServer([root, small_disk]) as server:
+        args = {"source": "big.bin", "destination": str(small_disk / "big.bin")}
+        expect = json.loads(server.ok("plan", tool="move", args=args))["paths"]
+        result = server.call("move", **args, expect=expect)
+        folder = server.call("move", source="d", destination=str(small_disk / "d"))
+    assert result.is_error and "\n" not in result.text
+    assert result.text == (
+        f"move 'big.bin' to '{small_disk}/big.bin' stopped on its copy to the other "
+        "filesystem: No space left on device; the partial copy was removed and 'big.bin' is "
+        "where it was: nothing was moved"
+    )
+    assert folder.is_error and folder.text.startswith("cannot move 'd' to another filesystem")
+    assert {path: path.read_bytes() for path in root.rglob("*") if path.is_file()} == before
+    assert list(small_disk.iterdir()) == [] and hidden(root) == []
+    data_folder = own_xdg_folders / "data"
+    assert journal_sizes(data_folder, root) == journal_sizes(data_folder, small_disk) == [0]
