@@ -14,9 +14,10 @@ from pathlib import Path
 from mcp_session import RawServer, tool_text
 from race_pause import Pauses
 
-from conftest import Workspace
+from conftest import Workspace, agent_env
 from fake_llm import FakeLLM, text
 from mcp_servers.race_hook import PAUSE_ENV
+from pty_screen import PtyScreen
 from serving import ServeProcess
 
 LEAD = "⚠ recovery: a server stopped mid-act before this one; "
@@ -77,3 +78,22 @@ def test_fsagent_serve_logs_what_the_start_put_back(workspace: Workspace, tmp_pa
         served.kill()
     assert (root / "b.txt").read_text() == "B\n"
     assert not [path for path in root.iterdir() if path.name.startswith(".fsagent-")]
+
+
+def test_at_a_terminal_the_line_follows_the_early_prompt(
+    workspace: Workspace, tmp_path: Path
+) -> None:
+    """At a TTY the banner is said before the start (terminal/early_prompt.py); the
+    recovery line comes with what is known once the server has started."""
+    root = workspace.root
+    (root / "b.txt").write_text("B\n")
+    kill_mid_move(root, tmp_path / "pause", "b.txt", "e.txt")
+    environment = agent_env() | {"XDG_STATE_HOME": str(tmp_path / "state")}
+    with FakeLLM([text("Hi.")], auto_route="general") as llm:
+        screen = PtyScreen(workspace.command(llm.base_url), str(root), environment)
+        at = screen.wait_for("Loaded 20 tools.")
+        at = screen.wait_for(f"{LEAD}put back under its name: {root}/b.txt\n", at)
+        screen.enter("/quit")
+        code = screen.close()
+    assert code == 0, screen.screen_text()
+    assert (root / "b.txt").read_text() == "B\n"

@@ -6,7 +6,8 @@ finishes or undoes each act before it serves (mcp_servers/journal.py), and says 
 and what it had to keep under another (`NAME.fsagent-recovered-<time>`, its name was taken).
 The person should know: a file they deleted by hand may be back, another is under a new name.
 The terminal's banner says the line (display.py), `fsagent serve` and the other commands write
-it to stderr (agent.py); escaped (core.text.visible), since it holds paths of the tree.
+it to stderr (agent.py); it holds paths of the tree, so it is escaped where it is written
+(core.text.visible: the terminal's `say`, `complain`), as every line of theirs is.
 """
 
 from __future__ import annotations
@@ -15,7 +16,6 @@ from typing import Any
 
 from mcp.types import InitializeResult
 
-from core.text import visible
 from mcp_servers.tool_names import RECOVERY_CAPABILITY
 
 SHOWN_PATHS = 5  # paths put back the line names; the rest are counted
@@ -48,4 +48,4 @@ def line_of(report: dict[str, Any]) -> str | None:
     line = "⚠ recovery: a server stopped mid-act before this one; " + "; ".join(parts)
     if more:
         line += f" (and {more:,} more)"
-    return visible(line, keep="")
+    return line
