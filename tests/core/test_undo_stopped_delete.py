@@ -6,6 +6,7 @@ file (chattr +i) that stops the delete."""
 
 from __future__ import annotations
 
+import json
 import re
 import subprocess
 from pathlib import Path
@@ -46,6 +47,7 @@ def test_a_stopped_delete_is_undone_as_far_as_it_went(workspace: Workspace) -> N
             wrote = workspace.run(llm.base_url, "delete d\ny\n")
             left = contents(folder)
             undone = workspace.invoke(NO_LLM, "y\n", "undo", "t")
+            audited = workspace.invoke(NO_LLM, "", "audit", "--json", thread=None)
     finally:
         subprocess.run(["chattr", "-i", str(keep)], check=True)
 
@@ -61,3 +63,7 @@ def test_a_stopped_delete_is_undone_as_far_as_it_went(workspace: Workspace) -> N
         assert (made in out) == (name not in left), (name, out)
     assert f"(the delete stopped part-way: {len(left)} of its files are still there" in out
     assert contents(folder) == SIX  # every file back, the immutable one untouched
+    # The audit has a row for each file made again, none for what was still there.
+    undo_rows = [row for row in json.loads(audited.stdout) if row["decision"] == "undo"]
+    made = sorted(row["args"]["path"] for row in undo_rows)
+    assert made == sorted(str(folder / name) for name in SIX if name not in left)
