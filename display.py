@@ -204,6 +204,7 @@ async def run_session(
     roots_note: str = "",
     show_reasoning: bool = True,
     sandbox_line: str | None = None,
+    recovery_line: str | None = None,
     prompt: str | None = None,
     store: str = "",
     early: EarlyPrompt | None = None,
@@ -212,13 +213,18 @@ async def run_session(
     banner was said and the first line is being read already (terminal.early_prompt): what
     was not known then (the tools, the model, the kernel sandbox) is said now."""
     # The session at a glance: the model and its context, where the agent may read and write
-    # (and, when there is none or with --verbose, whether the kernel holds it there), and who
-    # decides writes.
-    status = (model_line, status_line(roots, approve_mode, roots_note, store), sandbox_line)
+    # (and, when there is none or with --verbose, whether the kernel holds it there), who
+    # decides writes, and what the server's recovery put right at its start (its paths).
+    status = (
+        model_line,
+        status_line(roots, approve_mode, roots_note, store),
+        sandbox_line,
+        recovery_line,
+    )
     lines = [line for line in status if line]
     if early is not None:
         loaded = f"Loaded {tool_count} tools." + (f" {model_line}" if model_line else "")
-        lines = [line for line in (loaded, sandbox_line) if line]
+        lines = [line for line in (loaded, sandbox_line, recovery_line) if line]
     session.hold_until_known = not term.watched
     with term.ctrl_c.installed():
         try:

@@ -110,7 +110,7 @@ async def open_agent(
     require = settings.require_kernel_sandbox
     async with open_tool_server(launched.process, require_kernel_sandbox=require) as server:
         if not in_banner:
-            say_kernel_sandbox(server.kernel_sandbox, settings.verbose)
+            say_kernel_sandbox(server.kernel_sandbox, settings.verbose, server.recovery)
         # The model may always ask the person, but not in the read-only agent.
         tools = server.tools if settings.read_only else with_ask_person(server.tools)
         # The same tools in every request of the thread (core.context.context says why).
@@ -149,10 +149,12 @@ def kernel_sandbox_line(sandbox: KernelSandbox, verbose: bool) -> str | None:
     return sandbox.line if verbose or not sandbox.holds else None
 
 
-def say_kernel_sandbox(sandbox: KernelSandbox, verbose: bool) -> None:
-    line = kernel_sandbox_line(sandbox, verbose)
-    if line is not None:
-        complain(line)
+def say_kernel_sandbox(sandbox: KernelSandbox, verbose: bool, recovery: str | None) -> None:
+    """Outside the banner (`fsagent serve`, the commands): on stderr, with what the server's
+    recovery put right at its start (core.tools.recovery)."""
+    for line in (kernel_sandbox_line(sandbox, verbose), recovery):
+        if line is not None:
+            complain(line)
 
 
 def protected_files(settings: Settings, roots: list[Path]) -> list[Path]:
@@ -191,7 +193,7 @@ async def open_server_tools(
     require = settings.require_kernel_sandbox
     try:
         async with open_tool_server(process, require_kernel_sandbox=require) as server:
-            say_kernel_sandbox(server.kernel_sandbox, settings.verbose)
+            say_kernel_sandbox(server.kernel_sandbox, settings.verbose, server.recovery)
             yield roots, server.tools
     finally:
         await stop_server(process)

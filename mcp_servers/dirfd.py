@@ -16,6 +16,7 @@ import re
 import secrets
 from collections.abc import Iterator
 from contextlib import contextmanager, suppress
+from dataclasses import dataclass
 from pathlib import Path
 
 from mcp_servers.budget import check_budget
@@ -181,13 +182,26 @@ def count_tree(folder: int) -> dict[str, int]:
     return {"files": files, "folders": folders, "bytes": size}
 
 
-def remove_tree(parent: int, name: str) -> None:
+@dataclass
+class Removal:
+    """How far a `remove_tree` got: the files (links and special files too) and folders it
+    removed, and, when it stopped, the names below the top of the entry it could not
+    remove (empty: the top itself), so a failure can say what went and what remains."""
+
+    files: int = 0
+    folders: int = 0
+    stopped_at: tuple[str, ...] | None = None
+
+
+def remove_tree(parent: int, name: str, removal: Removal | None = None) -> None:
     """Remove folder `name` in `parent` and everything in it, following no link.
 
     Every folder is opened with O_NOFOLLOW from its parent's descriptor and its entries are
     unlinked by name in it, so a folder swapped for a link meanwhile fails the call instead of
-    emptying the link's target; the listing is streamed, so memory stays small.
+    emptying the link's target; the listing is streamed, so memory stays small. It stops at
+    the first entry it cannot remove (`removal`, when given, says how far it got).
     """
+    removal = Removal() if removal is None else removal
     top = os.open(name, LIST_FLAGS, dir_fd=parent)
     stack = [(top, scan_names(top), parent, name)]
     try:
@@ -195,17 +209,24 @@ def remove_tree(parent: int, name: str) -> None:
             check_budget()
             current, items, above, own_name = stack[-1]
             item = next(items, None)
-            if item is None:
-                stack.pop()
-                items.close()
-                os.close(current)
-                os.rmdir(own_name, dir_fd=above)
-                continue
-            if item.is_dir(follow_symlinks=False):
-                child = os.open(item.name, LIST_FLAGS, dir_fd=current)
-                stack.append((child, scan_names(child), current, item.name))
-            else:
-                os.unlink(item.name, dir_fd=current)
+            below = tuple(entry[3] for entry in stack[1:])
+            try:
+                if item is None:
+                    stack.pop()
+                    items.close()
+                    os.close(current)
+                    os.rmdir(own_name, dir_fd=above)
+                    removal.folders += 1
+                    continue
+                if item.is_dir(follow_symlinks=False):
+                    child = os.open(item.name, LIST_FLAGS, dir_fd=current)
+                    stack.append((child, scan_names(child), current, item.name))
+                else:
+                    os.unlink(item.name, dir_fd=current)
+                    removal.files += 1
+            except OSError:
+                removal.stopped_at = below if item is None else (*below, item.name)
+                raise
     finally:
         for current, items, _, _ in stack:
             items.close()

@@ -15,8 +15,10 @@ from __future__ import annotations
 import errno
 import os
 import stat
+import time
 from collections.abc import Callable, Iterator
-from contextlib import ExitStack, contextmanager, suppress
+from contextlib import ExitStack, contextmanager
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -27,6 +29,7 @@ from mcp_servers.budget import unbounded
 from mcp_servers.capture import Held, New, confirm, now_at, put_back, put_in_place, set_aside
 from mcp_servers.dirfd import (
     LIST_FLAGS,
+    Removal,
     count_tree,
     entry_stat,
     remove_quietly,
@@ -37,14 +40,17 @@ from mcp_servers.errors import describe
 from mcp_servers.fileio import copy_sparse, kind_of, not_regular, open_checked, open_regular
 from mcp_servers.journal import clear, commit, moved, record
 from mcp_servers.links import links_leaving
-from mcp_servers.names import quoted_given, show
+from mcp_servers.names import quoted, quoted_given, show
 from mcp_servers.permissions import check_writable
 from mcp_servers.plans import MISSING, Wanted, entry_state, folder_state
+from mcp_servers.platform_calls import rename_no_replace
 from mcp_servers.replacing import NEW_FILE_FLAGS, WriteBase, finisher, replace_entry
 from mcp_servers.sandbox import Resolved, is_within
+from mcp_servers.stopped import delete_stopped_line, remains
 from mcp_servers.tool_base import show_given
 from mcp_servers.walking import Unreadable
 
+PARTIAL = ".fsagent-partial-"  # NAME.fsagent-partial-<time>: a copy that could not be removed
 SKIPPED_LISTED_BYTES = 64 * 1024  # of names a folder copy lists as skipped, per list
 PERMISSION_BITS = 0o777  # a copy keeps these of the source's mode, never setuid or setgid
 
@@ -212,11 +218,13 @@ class TreeTools(WriteBase):
         recursive: bool,
         want: Wanted,
     ) -> dict[str, int]:
-        """All or nothing: the folder is set aside under a temp name first (hidden from every
-        listing, removed at the next start if the server is killed meanwhile), then emptied,
-        to its end even past the budget: once set aside and checked, it is deleted. The entry
-        set aside is the one checked; with a preview's `expect`, its fingerprint is compared
-        there, where nothing reaches it by its name any more (a stop meanwhile puts it back).
+        """The folder is set aside under a temp name first (journalled: a server killed
+        meanwhile has it finished or put back at the next start), then emptied, to its end
+        even past the budget: once set aside and checked, it is deleted. The entry set aside
+        is the one checked; with a preview's `expect`, its fingerprint is compared there,
+        where nothing reaches it by its name any more (a stop meanwhile puts it back). An
+        entry inside that cannot be removed stops it: what is left goes back under its name,
+        and the answer says what was deleted and what remains.
         """
         counts = {"files": 0, "folders": 0, "bytes": 0}
         if want is None or not recursive:  # with `expect`, counted where it is set aside
@@ -236,10 +244,34 @@ class TreeTools(WriteBase):
         except BaseException as error:
             raise_with_note(error, put_back(held, folder, aside, held.where))
         commit(aside)  # from here on a stopped server's delete is finished at the next start
-        with unbounded():
-            remove_tree(folder, aside)
+        removal = Removal()
+        try:
+            with unbounded():
+                remove_tree(folder, aside, removal)
+        except OSError as error:
+            raise self.delete_stopped(held, aside, target, removal, error) from None
         clear(aside)
         return counts
+
+    def delete_stopped(
+        self, held: Held, aside: str, target: Resolved, removal: Removal, error: OSError
+    ) -> ToolError:
+        """A recursive delete that met an entry it cannot remove: what is left goes back
+        under the folder's name (never stays hidden under the temp one), and the answer
+        says what went and what remains (stopped.py)."""
+        note = put_back(held, held.folder, aside, held.where)
+        shown = quoted(self.raw_relative(target.real))
+
+        def below(parts: tuple[str, ...]) -> str:
+            return quoted(self.raw_relative(target.real.joinpath(*parts)))
+
+        why = f"{error.strerror or error}: {below(removal.stopped_at or ())}"
+        if note:  # its name was taken meanwhile: the note says where what is left is kept
+            return ToolError(
+                f"delete {shown} stopped: {removal.files:,} files deleted{note}: {why}"
+            )
+        left = remains(held.folder, held.name, removal.stopped_at)
+        return ToolError(delete_stopped_line(shown, removal.files, left, why, below))
 
     def counts_of(self, folder: int, name: str) -> dict[str, int]:
         listed = os.open(name, LIST_FLAGS, dir_fd=folder)
@@ -353,6 +385,13 @@ class TreeTools(WriteBase):
                     finisher(found, moving.folder, moving.name),
                     lambda new: moved(moving.name, target.place, target.name, new.found),
                 )
+            except OSError as error:  # its temp file is removed; `move` puts the source back
+                raise ToolError(
+                    f"move {quoted_given(source)} to {quoted(target.shown)} stopped on its "
+                    f"copy to the other filesystem: {error.strerror or describe(error)}; the "
+                    f"partial copy was removed and {quoted_given(source)} is where it was: "
+                    "nothing was moved"
+                ) from None
             finally:
                 os.close(reader)
         else:
@@ -434,11 +473,12 @@ class TreeTools(WriteBase):
             )
             building = temp_name()
             record(target.place, "temp", building, name, type=stat.S_IFDIR)
+            progress = Copied()
             try:
                 os.mkdir(building, 0o700, dir_fd=folder)
                 unreadable = Unreadable()
                 top = os.open(building, LIST_FLAGS, dir_fd=folder)
-                summary = self.copy_into(src, listed, top, unreadable)
+                summary = self.copy_into(src, listed, top, unreadable, progress)
                 if unreadable.count:
                     raise self.incomplete_copy(src, unreadable)
                 if want is not None:  # and nothing below changed while it was copied
@@ -447,11 +487,54 @@ class TreeTools(WriteBase):
                 built = entry_stat(folder, building)
                 put_in_place(target, New(folder, building, target.where, built, target.place))
                 return {**summary, "replaced": False}
-            except BaseException:
-                with suppress(OSError), unbounded():
-                    remove_tree(folder, building)
+            except BaseException as error:
+                note = self.remove_partial(folder, building, name, dst)
+                if not isinstance(error, Exception):
+                    raise
+                raise self.copy_stopped(error, src, dst, progress, note) from None
+
+    def remove_partial(self, folder: int, building: str, name: str, dst: Resolved) -> str:
+        """Remove a folder copy that did not complete; '' once it is gone. One that cannot
+        be removed whole is never left hidden under its temp name: it is kept under a
+        visible name that says what it is, and the note says where."""
+        try:
+            with unbounded():
+                remove_tree(folder, building)
+        except FileNotFoundError:
+            pass
+        except OSError as error:
+            for kept in partial_names(name):
+                try:
+                    rename_no_replace(folder, building, folder, kept)
+                except FileExistsError:
+                    continue
+                except OSError:
+                    break  # left under its temp name: the journal has it for the next start
                 clear(building)
-                raise
+                shown = quoted(self.raw_relative(dst.real.parent / kept))
+                return (
+                    f"; the partial copy could not be removed ({error.strerror}) and is kept "
+                    f"as {shown}"
+                )
+            return f"; the partial copy could not be removed ({error.strerror})"
+        clear(building)
+        return ""
+
+    def copy_stopped(
+        self, error: Exception, src: Resolved, dst: Resolved, progress: Copied, note: str
+    ) -> Exception:
+        """A folder copy that failed on its way: which entry stopped it and why, how far it
+        got, and that nothing was copied (or, `note`, what is left of it and where)."""
+        if not isinstance(error, OSError):
+            return ToolError(f"{describe(error)}{note}") if note else error
+        shown, to = quoted(self.raw_relative(src.real)), quoted(self.raw_relative(dst.real))
+        at = quoted(self.raw_relative(src.real / progress.at)) if progress.at else shown
+        outcome = note.removeprefix("; ") if note else "the partial copy was removed"
+        return ToolError(
+            f"copy {shown} to {to} stopped at {at}: {error.strerror or error}; "
+            f"{progress.files:,} files had been copied, and {outcome}: nothing was copied "
+            f"to {to}"
+        )
 
     def incomplete_copy(self, src: Resolved, unreadable: Unreadable) -> ToolError:
         first = self.relative(Path(unreadable.first)) if unreadable.first else "?"
@@ -461,7 +544,7 @@ class TreeTools(WriteBase):
         )
 
     def copy_into(
-        self, src: Resolved, listed: int, top: int, unreadable: Unreadable
+        self, src: Resolved, listed: int, top: int, unreadable: Unreadable, progress: Copied
     ) -> dict[str, Any]:
         files = folders = size = 0
         skipped_links = CappedLines(SKIPPED_LISTED_BYTES)
@@ -474,6 +557,7 @@ class TreeTools(WriteBase):
                 while len(opened) > depth + 1:
                     close_folder(*opened.pop())
                 below = opened[-1][0]
+                progress.at, progress.files = entry.relative, files
                 if entry.kind == "dir":
                     mode = entry_stat(entry.folder_fd, entry.name).st_mode & ~umask
                     os.mkdir(entry.name, 0o700, dir_fd=below)
@@ -539,6 +623,23 @@ class TreeTools(WriteBase):
                 f"cannot replace file {quoted_given(given)} with a folder; delete it first"
             )
         return dst
+
+
+@dataclass
+class Copied:
+    """How far a folder copy got: the files copied, and the entry (below the source) it
+    was at, so a copy that stops says where."""
+
+    files: int = 0
+    at: str = ""
+
+
+def partial_names(name: str) -> Iterator[str]:
+    """Visible names for a partial copy of `name` that could not be removed."""
+    stamp = time.strftime("%Y%m%dT%H%M%S")
+    yield f"{name}{PARTIAL}{stamp}"
+    for number in range(2, 1000):
+        yield f"{name}{PARTIAL}{stamp}-{number}"
 
 
 def raise_with_note(error: BaseException, note: str) -> None:
