@@ -17,12 +17,17 @@ code never runs unrestricted. What it may do:
   (no_sockets.py: a seccomp filter) and TCP closed by Landlock (ABI 4). With `--network`,
   TCP and UDP over IPv4 and IPv6, and still no UNIX socket (docker.sock, an ssh-agent socket),
   which neither Landlock nor a path rule closes;
-- no signal to a process outside the sandbox, no abstract UNIX socket (ABI 6).
+- no signal to a process outside the sandbox, no abstract UNIX socket (ABI 6);
+- its HOME is its state folder (or /nonexistent without one), TMPDIR a `tmp` folder in it,
+  and the XDG_*_HOME and XDG_RUNTIME_DIR variables are dropped
+  (sandbox_rules.server_environment): the person's home is closed to it anyway, and a
+  program that finds a file there it may not read may stop (git does).
 
 Where Landlock is missing (not Linux, an old kernel, off at boot) the server is refused in one
-line, exit 2, unless `--allow-unconfined` (the person's `sandbox = false`... or their choice to
-run it anyway): then it starts, and one line on stderr says it runs unconfined and why. An
-older ABI's gaps are said in one line too (kernel_sandbox.GAPS).
+line, exit 2, unless `--allow-unconfined` (a setting of the person's that says to run it
+anyway where the kernel cannot hold it): then it starts, with the socket filter if it could
+be installed, and one line on stderr says it runs unconfined and why. An older ABI's gaps are
+said in one line too (kernel_sandbox.GAPS).
 
 Test switch: FSAGENT_TEST_SECCOMP=0 leaves the socket filter out, so a test sees what Landlock
 alone holds (FSAGENT_LANDLOCK_ABI=0 does the same for Landlock). Never set outside tests.
@@ -90,18 +95,20 @@ def folders(given: Sequence[Path], flag: str) -> list[Path]:
     return real
 
 
-def made_state(state: Path | None) -> list[Path]:
+def made_state(state: Path | None) -> Path | None:
+    """The state folder and its tmp folder, made if missing (only the person may enter)."""
     if state is None:
-        return []
+        return None
     try:
-        state.mkdir(mode=0o700, parents=True, exist_ok=True)
+        (state / "tmp").mkdir(mode=0o700, parents=True, exist_ok=True)
     except OSError as error:
         raise Refused(f"--state {state}: cannot be made ({error.strerror})") from error
-    return folders([state], "--state")
+    return folders([state], "--state")[0]
 
 
-def confine(arguments: argparse.Namespace) -> tuple[Path, list[str]]:
-    """Restrict this process as `arguments` say; the program and argv to exec, or Refused."""
+def confine(arguments: argparse.Namespace) -> tuple[Path, list[str], dict[str, str]]:
+    """Restrict this process as `arguments` say; the program, argv and environment to exec,
+    or Refused."""
     argv = list(arguments.command)
     if argv and argv[0] == "--":
         argv = argv[1:]
@@ -111,7 +118,8 @@ def confine(arguments: argparse.Namespace) -> tuple[Path, list[str]]:
     program = sandbox_rules.resolve_command(argv[0], path)
     if program is None:
         raise Refused(f"{argv[0]}: no such program on PATH; give its full path")
-    writes = folders(arguments.write, "--write") + made_state(arguments.state)
+    state = made_state(arguments.state)
+    writes = folders(arguments.write, "--write") + ([state] if state else [])
     reads = folders(arguments.read, "--read")
     places = rules(argv, writes, reads, path)
     kernel_sandbox.check_one_thread()
@@ -127,7 +135,7 @@ def confine(arguments: argparse.Namespace) -> tuple[Path, list[str]]:
             f"{argv[0]} not started: no kernel sandbox ({used.reason}); set sandbox = false "
             "for this server to run it unconfined"
         )
-    return program, argv
+    return program, argv, sandbox_rules.server_environment(os.environ, state)
 
 
 def held_line(name: str, used: kernel_sandbox.Used, sockets: str, *, network: bool) -> str:
@@ -150,12 +158,12 @@ def say(line: str, arguments: argparse.Namespace, used: kernel_sandbox.Used) -> 
 def main(args: Sequence[str] | None = None) -> int:
     arguments = parser().parse_args(args)
     try:
-        program, argv = confine(arguments)
+        program, argv, env = confine(arguments)
     except (Refused, kernel_sandbox.KernelSandboxError) as refused:
         print(f"{PROGRAM}: {refused}", file=sys.stderr)
         return 2
     try:
-        os.execv(program, argv)
+        os.execve(program, argv, env)
     except OSError as error:
         print(f"{PROGRAM}: cannot start {program}: {error.strerror}", file=sys.stderr)
         return 126

@@ -55,6 +55,20 @@ DEVICES_READ = ("/dev/urandom", "/dev/random", "/dev/zero")
 DEVICES_WRITE = ("/dev/null",)
 
 VENV_MARK = "pyvenv.cfg"
+# The server's own home: the person's is closed to it, and a program that finds a file there
+# it may not read may stop (git: "fatal: unknown error occurred while reading the
+# configuration files" for an unreadable ~/.gitconfig). NO_HOME when it has no state folder:
+# a home that is not there reads as empty everywhere.
+NO_HOME = "/nonexistent"
+# Variables that point into the person's home or session, dropped: programs then place their
+# config, cache and data under HOME, and look for no session bus or agent socket there.
+DROPPED = (
+    "XDG_CONFIG_HOME",
+    "XDG_CACHE_HOME",
+    "XDG_DATA_HOME",
+    "XDG_STATE_HOME",
+    "XDG_RUNTIME_DIR",
+)
 
 
 def existing(places: Sequence[str | Path]) -> tuple[Path, ...]:
@@ -77,6 +91,18 @@ def state_folder(name: str, environ: Mapping[str, str] | None = None) -> Path:
     if not os.path.isabs(base):
         base = os.path.join(env.get("HOME") or os.path.expanduser("~"), ".local", "state")
     return Path(base) / "fsagent" / "servers" / name
+
+
+def server_environment(environ: Mapping[str, str], state: Path | None) -> dict[str, str]:
+    """The environment the server runs with: HOME is its state folder (NO_HOME without one),
+    TMPDIR a `tmp` folder in it (/tmp is closed; the caller makes it), DROPPED left out."""
+    env = {key: value for key, value in environ.items() if key not in DROPPED}
+    env["HOME"] = str(state) if state is not None else NO_HOME
+    if state is not None:
+        env["TMPDIR"] = str(state / "tmp")
+    else:
+        env.pop("TMPDIR", None)
+    return env
 
 
 def resolve_command(command: str, path: str | None) -> Path | None:

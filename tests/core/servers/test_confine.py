@@ -290,3 +290,35 @@ def test_a_mistake_is_one_line(arguments: list[str], said: str) -> None:
     assert done.returncode == 2
     [line] = done.stderr.splitlines()
     assert line.startswith(f"confine: {said}")
+
+
+def test_git_works_in_a_root_with_its_home_in_the_state_folder(tmp_path: Path) -> None:
+    """The person's ~/.gitconfig is closed to the server; git stops on a config file it may
+    not read, so the server's HOME is its state folder (or a missing folder without one)."""
+    home, root, state = tmp_path / "home", tmp_path / "repo", tmp_path / "state"
+    for folder in (home, root):
+        folder.mkdir()
+    (home / ".gitconfig").write_text("[user]\n\tname = Person\n\temail = p@example.org\n")
+    (root / "notes.txt").write_text("notes\n")
+    identity = {
+        "HOME": str(home),
+        "GIT_AUTHOR_NAME": "Server",
+        "GIT_AUTHOR_EMAIL": "server@example.org",
+        "GIT_COMMITTER_NAME": "Server",
+        "GIT_COMMITTER_EMAIL": "server@example.org",
+    }
+    git = ["--write", str(root), "--state", str(state), "--", "git", "-C", str(root)]
+    for step in (["init", "-q"], ["add", "notes.txt"], ["commit", "-q", "-m", "first"]):
+        done = run_confine(*git, *step, env=identity)
+        assert done.returncode == 0, done.stderr
+    logged = run_confine(*git, "log", "--format=%an %s", env=identity)
+    assert logged.stdout == "Server first\n"
+    assert sorted(os.listdir(state)) == ["tmp"]  # nothing else was written there
+    # a server with no write right: the root read only, no state folder, a home not there
+    reading = ["--read", str(root), "--", "git", "-C", str(root)]
+    status = run_confine(*reading, "status", "--short", env=identity)
+    assert status.returncode == 0, status.stderr
+    assert status.stdout == ""
+    tagged = run_confine(*reading, "tag", "v1", env=identity)
+    assert tagged.returncode != 0 and "Permission denied" in tagged.stderr
+    assert not (root / ".git" / "refs" / "tags" / "v1").exists()
