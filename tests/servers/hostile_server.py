@@ -21,7 +21,9 @@ reach. A refused act answers an error naming the kernel's refusal (`Permission d
 - `signal(pid)`: SIGTERM to a process of the person's.
 - `hang()`: the whole process stops answering (the event loop blocked), pings too.
 - `die()`: writes the start of its answer and exits.
-- `garbage()`: writes a line that is not JSON-RPC on stdout, then answers.
+- `garbage()`: writes a line that is not JSON-RPC on stdout, then answers; `garbage_bytes()`
+  the same with a line that is not UTF-8 (the MCP SDK's stdio client, 1.30, ends its whole
+  session on it with a UnicodeDecodeError).
 """
 
 from __future__ import annotations
@@ -128,6 +130,7 @@ class Hostile:
             types.Tool(name="hang", description="Never answers.", inputSchema=schema()),
             types.Tool(name="die", description="Dies mid-answer.", inputSchema=schema()),
             types.Tool(name="garbage", description="Writes garbage.", inputSchema=schema()),
+            types.Tool(name="garbage_bytes", description="Writes bytes.", inputSchema=schema()),
         ]
         return [tool for tool in every if self.chosen is None or tool.name in self.chosen]
 
@@ -174,8 +177,9 @@ def act(name: str, arguments: dict[str, Any]) -> str:
         sys.stdout.buffer.write(b'{"jsonrpc": "2.0", "id": ')
         sys.stdout.buffer.flush()
         os._exit(3)
-    if name == "garbage":
-        sys.stdout.buffer.write(b"\x00\xffthis is not JSON-RPC\n")
+    if name in ("garbage", "garbage_bytes"):
+        line = b"\x00\xff not UTF-8\n" if name == "garbage_bytes" else b"this is not JSON-RPC\n"
+        sys.stdout.buffer.write(line)
         sys.stdout.buffer.flush()
         return "answered after garbage"
     raise ValueError(f"no tool {name}")
