@@ -12,6 +12,7 @@ libuv's AF_UNIX socketpairs, which the socket filter keeps.
 from __future__ import annotations
 
 import json
+import subprocess
 import sys
 from pathlib import Path
 
@@ -79,3 +80,18 @@ def test_the_memory_server_cannot_write_its_file_outside(tmp_path: Path) -> None
     [created] = session.answers
     assert created.is_error and "EACCES" in created.text
     assert list(outside.iterdir()) == []
+
+
+def test_node_starts_a_child_over_libuv_socketpairs(tmp_path: Path) -> None:
+    """libuv gives a child process its stdio as AF_UNIX stream socketpairs: the socket
+    filter keeps those (a server that runs git or a shell does this)."""
+    script = "console.log(require('child_process').execFileSync('echo', ['child ran']).toString())"
+    done = subprocess.run(
+        [sys.executable, "-m", "core.servers.confine", "--", "node", "-e", script],
+        cwd=REPO,
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.strip() == "child ran"
