@@ -299,9 +299,12 @@ def test_git_works_in_a_root_with_its_home_in_the_state_folder(tmp_path: Path) -
     for folder in (home, root):
         folder.mkdir()
     (home / ".gitconfig").write_text("[user]\n\tname = Person\n\temail = p@example.org\n")
+    (home / ".config" / "git").mkdir(parents=True)
+    (home / ".config" / "git" / "config").write_text("[core]\n\tquotepath = off\n")
     (root / "notes.txt").write_text("notes\n")
     identity = {
         "HOME": str(home),
+        "XDG_CONFIG_HOME": str(home / ".config"),
         "GIT_AUTHOR_NAME": "Server",
         "GIT_AUTHOR_EMAIL": "server@example.org",
         "GIT_COMMITTER_NAME": "Server",
@@ -322,3 +325,22 @@ def test_git_works_in_a_root_with_its_home_in_the_state_folder(tmp_path: Path) -
     tagged = run_confine(*reading, "tag", "v1", env=identity)
     assert tagged.returncode != 0 and "Permission denied" in tagged.stderr
     assert not (root / ".git" / "refs" / "tags" / "v1").exists()
+
+
+def test_a_program_written_in_a_root_cannot_be_run(tmp_path: Path) -> None:
+    program = tmp_path / "dropped.sh"
+    program.write_text("#!/bin/sh\necho ran\n")
+    program.chmod(0o755)
+    done = run_confine(
+        "--write", str(tmp_path), "--", "sh", "-c", 'exec "$DROPPED"', env={"DROPPED": str(program)}
+    )
+    assert done.returncode == 126
+    assert "Permission denied" in done.stderr and "ran" not in done.stdout
+
+
+def test_temp_files_go_to_the_state_folder(tmp_path: Path) -> None:
+    state = tmp_path / "state"
+    made = "import tempfile; print(tempfile.mkstemp()[1])"
+    done = run_confine("--state", str(state), "--", sys.executable, "-c", made, env={})
+    assert done.returncode == 0, done.stderr
+    assert Path(done.stdout.strip()).parent == state / "tmp"
