@@ -278,11 +278,11 @@ def check_one_thread() -> None:
         )
 
 
-def landlock(rules: tuple[PathRule, ...], *, close_tcp: bool, scope_abstract: bool = True) -> Used:
+def landlock(rules: tuple[PathRule, ...], *, close_tcp: bool) -> Used:
     """Restrict this process to `rules` with the highest ABI offered: every right the ABI
     handles is refused but where a rule allows it. `close_tcp` closes TCP bind and connect
-    (ABI 4); signals to processes outside the sandbox, and abstract UNIX sockets unless
-    `scope_abstract` is false, are scoped (ABI 6). The caller checks there is one thread."""
+    (ABI 4); abstract UNIX sockets and signals to processes outside the sandbox are scoped
+    (ABI 6). The caller checks there is one thread."""
     offered, reason = kernel_abi()
     cap = abi_cap()
     if cap == 0:
@@ -291,11 +291,10 @@ def landlock(rules: tuple[PathRule, ...], *, close_tcp: bool, scope_abstract: bo
         return Used(abi=0, reason=reason)
     abi = min(offered, KNOWN_ABI, cap if cap is not None else KNOWN_ABI)
     handled = fs_rights(abi)
-    scopes = (SCOPE_ABSTRACT_UNIX_SOCKET if scope_abstract else 0) | SCOPE_SIGNAL
     attr = RulesetAttr(
         handled_access_fs=handled,
         handled_access_net=NET_BIND_TCP | NET_CONNECT_TCP if abi >= 4 and close_tcp else 0,
-        scoped=scopes if abi >= 6 else 0,
+        scoped=SCOPE_ABSTRACT_UNIX_SOCKET | SCOPE_SIGNAL if abi >= 6 else 0,
     )
     try:
         ruleset = syscall(

@@ -126,9 +126,7 @@ def confine(arguments: argparse.Namespace) -> tuple[Path, list[str], dict[str, s
     sockets = "off by FSAGENT_TEST_SECCOMP=0 (tests only)"
     if os.environ.get(SECCOMP_ENV) != "0":
         sockets = no_sockets.deny(network=arguments.network)
-    used = kernel_sandbox.landlock(
-        places, close_tcp=not arguments.network, scope_abstract=not arguments.network
-    )
+    used = kernel_sandbox.landlock(places, close_tcp=not arguments.network)
     say(held_line(argv[0], used, sockets, network=arguments.network), arguments, used)
     if not used.abi and not arguments.allow_unconfined:
         raise Refused(
