@@ -69,6 +69,27 @@ def parser() -> argparse.ArgumentParser:
     return parsed
 
 
+def launcher_argv(
+    command: Sequence[str],
+    *,
+    writes: Sequence[Path] = (),
+    state: Path | None = None,
+    reads: Sequence[Path] = (),
+    network: bool = False,
+    allow_unconfined: bool = False,
+    python: str = sys.executable,
+) -> list[str]:
+    """The command line that starts `command` in the sandbox: what a caller runs instead of
+    `command` (a server with no write right: its roots in `reads`, no `writes`, no `state`).
+    `python` is fsagent's own interpreter, which imports this package from any folder."""
+    flags = [f"--write={folder}" for folder in writes]
+    flags += [f"--state={state}"] if state is not None else []
+    flags += [f"--read={folder}" for folder in reads]
+    flags += ["--network"] if network else []
+    flags += ["--allow-unconfined"] if allow_unconfined else []
+    return [python, "-m", f"core.servers.{PROGRAM}", *flags, "--", *command]
+
+
 def rules(
     argv: Sequence[str], writes: Sequence[Path], reads: Sequence[Path], path: str | None
 ) -> tuple[PathRule, ...]:

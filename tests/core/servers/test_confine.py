@@ -24,7 +24,7 @@ from pathlib import Path
 import pytest
 from server_calls import call_server
 
-from core.servers.confine import SECCOMP_ENV
+from core.servers.confine import SECCOMP_ENV, launcher_argv
 from mcp_servers.kernel_sandbox import ABI_ENV, kernel_abi
 
 REPO = Path(__file__).resolve().parents[3]
@@ -42,22 +42,14 @@ class Places:
     kept: Path
     secret: Path
 
-    def confined(self, *flags: str, tools: str = "") -> list[str]:
-        chosen = ["--tools", tools] if tools else []
-        return [
-            sys.executable,
-            "-m",
-            "core.servers.confine",
-            "--write",
-            str(self.root),
-            "--state",
-            str(self.state),
-            *flags,
-            "--",
-            sys.executable,
-            str(HOSTILE),
-            *chosen,
-        ]
+    def confined(self, *, network: bool = False, allow_unconfined: bool = False) -> list[str]:
+        return launcher_argv(
+            [sys.executable, str(HOSTILE)],
+            writes=[self.root],
+            state=self.state,
+            network=network,
+            allow_unconfined=allow_unconfined,
+        )
 
 
 @pytest.fixture
@@ -190,7 +182,7 @@ def test_no_network_without_the_flag(places: Places, listeners: Listeners) -> No
 def test_with_network_tcp_and_udp_reach_a_listener_and_unix_sockets_do_not(
     places: Places, listeners: Listeners
 ) -> None:
-    session = call_server(places.confined("--network"), listeners.calls())
+    session = call_server(places.confined(network=True), listeners.calls())
     tcp, udp, named, abstract = session.answers
     assert sent([tcp, udp]) == ["sent", "sent"]
     for answer in (named, abstract):
@@ -203,11 +195,9 @@ def test_each_layer_alone_closes_tcp(places: Places, listeners: Listeners, layer
     """Each layer is tested by itself, so dropping a rule of one is not hidden by the other.
     Landlock alone closes TCP and abstract sockets (ABI 4, 6) and leaves UDP and named
     sockets open (why the seccomp filter is there); seccomp alone closes every socket."""
-    if layer == "landlock":
-        env, flags = {SECCOMP_ENV: "0"}, ()
-    else:
-        env, flags = {ABI_ENV: "0"}, ("--allow-unconfined",)
-    session = call_server(places.confined(*flags), listeners.calls(), env=env)
+    env = {SECCOMP_ENV: "0"} if layer == "landlock" else {ABI_ENV: "0"}
+    confined = places.confined(allow_unconfined=layer == "seccomp")
+    session = call_server(confined, listeners.calls(), env=env)
     tcp, udp, named, abstract = session.answers
     if layer == "landlock":
         assert sent(session.answers)[1:3] == ["sent", "sent"]
