@@ -206,7 +206,8 @@ def load_policy(given: Path | None, roots: list[Path]) -> Policy:
 
 
 def parse_rules(data: dict[str, Any], source: str) -> tuple[Rule, ...]:
-    unknown = sorted(set(data) - {"rule"})
+    # [mcp_servers.NAME]: the project's other servers, read by core.servers.config.
+    unknown = sorted(set(data) - {"rule", "mcp_servers"})
     if unknown:
         raise StartupError(f"{source}: unknown table {unknown[0]!r}; rules are [[rule]] tables")
     raw_rules = data.get("rule", [])
