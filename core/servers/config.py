@@ -29,12 +29,12 @@ from pathlib import Path
 from typing import Any, Literal
 
 from core.errors import StartupError
+from core.tools.tool_groups import SEPARATOR, other_server
 
 TABLE = "mcp_servers"
 # A server's name is part of its tools' names (`git__git_commit`), which OpenAI-style servers
 # hold to [A-Za-z0-9_-]{1,64}; `__` is the separator, so no name holds it.
 NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9_-]{0,31}")
-SEPARATOR = "__"
 STDIO_KEYS = frozenset({"command", "args", "env", "cwd"})
 HTTP_KEYS = frozenset({"url", "headers"})
 COMMON_KEYS = frozenset(
@@ -99,11 +99,7 @@ def qualified_name(server: str, tool: str) -> str:
     return f"{server}.{tool}"
 
 
-def split_exposed(name: str) -> tuple[str, str] | None:
-    """(server, tool) of another server's tool by its exposed name; None for ours (none of
-    our tools' names holds `__`)."""
-    server, sep, tool = name.partition(SEPARATOR)
-    return (server, tool) if sep and server and tool else None
+split_exposed = other_server
 
 
 # --- reading the files -------------------------------------------------------------------

@@ -31,6 +31,7 @@ from mcp import ClientSession, types
 from mcp.client.streamable_http import streamablehttp_client
 
 from core.errors import StartupError, first_leaf
+from core.servers import gate, pins
 from core.servers.config import ServerSpec, exposed_name, filled_headers
 from core.text import visible
 from core.tools.mcp_stdio import session_streams
@@ -105,6 +106,7 @@ class OtherServer:
     problem: str | None = None
     session: ClientSession | None = None
     process: asyncio.subprocess.Process | None = None
+    notes: list[str] = field(default_factory=list)  # the pins' lines: what changed
 
     @property
     def name(self) -> str:
@@ -154,11 +156,12 @@ async def open_one(
     spec: ServerSpec,
     stack: AsyncExitStack,
     roots: Sequence[Path],
-    state_dir: Path,
+    data_folder: Path,
     environ: Mapping[str, str],
     verbose: bool,
 ) -> OtherServer:
     """Open one server's session on `stack`; errors propagate (open_servers says them)."""
+    state_dir = state_folder(data_folder, spec)
     process = None
     if spec.transport == "stdio":
         process = await start_process(spec, roots, state_dir, environ, verbose)
@@ -171,8 +174,28 @@ async def open_one(
     initialized = await asyncio.wait_for(session.initialize(), spec.startup_timeout)
     listed = (await asyncio.wait_for(session.list_tools(), spec.startup_timeout)).tools
     offered = [tool for tool in listed if spec.offers(tool.name)]
-    tools = [named_tool(spec, session, tool) for tool in offered]
-    return OtherServer(spec, tools, offered, describe(spec, initialized), None, session, process)
+    held, said = pinned(spec, offered, data_folder)
+    tools = []
+    for tool, pin in zip(offered, held, strict=True):
+        converted = named_tool(spec, session, tool)
+        gate.mark(converted, gate.facts(spec.name, tool, pin))
+        tools.append(converted)
+    server = OtherServer(spec, tools, offered, describe(spec, initialized), None, session, process)
+    server.notes = said
+    return server
+
+
+def pinned(
+    spec: ServerSpec, offered: Sequence[types.Tool], data_folder: Path
+) -> tuple[list[pins.Pin], list[str]]:
+    """Each offered tool held against its pin (pinned now on the server's first use), and a
+    line for each that is not as pinned."""
+    path = pins.pin_file(data_folder, spec.name)
+    before = pins.load_pins(path)
+    held = pins.hold(offered, before)
+    if before is None:
+        pins.record(path, offered)
+    return held, pins.lines(spec.name, held, path)
 
 
 def named_tool(spec: ServerSpec, session: ClientSession, tool: types.Tool) -> BaseTool:
@@ -233,8 +256,7 @@ async def open_servers(
                 continue
             stack = AsyncExitStack()
             try:
-                state_dir = state_folder(data_folder, spec)
-                server = await open_one(spec, stack, roots, state_dir, environ, verbose)
+                server = await open_one(spec, stack, roots, data_folder, environ, verbose)
             except (Exception, BaseExceptionGroup) as error:
                 # Its own contexts only, closed in the order they opened: the others go on.
                 with contextlib.suppress(Exception, BaseExceptionGroup):
