@@ -97,13 +97,13 @@ class Rule:
         return bool(self.servers) or any("." in tool for tool in self.tools or ())
 
     def applies_to(self, tool: str, relative: str) -> bool:
-        if self.for_others:
-            return False
+        # Another server's rule has no patterns, so it never judges a call of ours.
         if self.tools is not None and tool not in self.tools:
             return False
         return any(glob_regex(pattern).fullmatch(relative) for pattern in self.patterns)
 
     def applies_to_other(self, server: str, tool: str) -> bool:
+        # A "*" rule (tools None) is ours alone: it names no server's tool.
         return server in self.servers or f"{server}.{tool}" in (self.tools or ())
 
     def describe(self) -> str:
