@@ -5,11 +5,11 @@ PY := $(VENV)/bin/python
 STAMP := $(VENV)/.installed
 TEST_STAMP := $(VENV)/.installed-test
 # The core, the store, the graph and the front-ends, strictly ([tool.mypy] in pyproject.toml).
-MYPY := $(VENV)/bin/mypy --strict core store agent_graph.py display.py agent.py web terminal
+MYPY := $(VENV)/bin/mypy --strict core store agent_graph.py display.py agent.py cli web terminal
 # Every fsagent and server process a test starts imports our modules. Where
 # PYTHONDONTWRITEBYTECODE is set (as on this project's machines) each would compile them again,
 # about a third of a second a launch; compiled once here, they are read.
-COMPILE := $(PY) -m compileall -q agent.py agent_graph.py display.py core store terminal web mcp_servers tests
+COMPILE := $(PY) -m compileall -q agent.py agent_graph.py display.py cli core store terminal web mcp_servers tests
 # The inbox page's browser test drives Debian's Chromium (Playwright's own browsers cannot be
 # downloaded here). Installed when missing; if that fails the test fails and says why.
 CHROMIUM := /usr/bin/chromium

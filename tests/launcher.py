@@ -38,7 +38,7 @@ from typing import Any
 REPO = Path(__file__).resolve().parent.parent
 AGENT = REPO / "agent.py"
 
-# What every launch imports before it reads a line (agent.open_agent and its callees):
+# What every launch imports before it reads a line (cli.launch.open_agent and its callees):
 # libraries only, so that our own modules' import-time state is each process's own.
 PRELOADED = (
     "langgraph.graph",

@@ -17,7 +17,8 @@ from typing import Any
 
 import httpx
 
-from agent import Settings, open_service
+from cli.serve import open_service
+from cli.settings import Settings
 from conftest import Workspace, agent_env
 from fake_llm import text
 from web.auth import Access

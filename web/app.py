@@ -86,7 +86,7 @@ PREVIEW_PAGE = 2000  # lines of a whole preview per request
 
 @dataclass
 class Service:
-    """What the app serves, opened and closed by the command line (agent.py)."""
+    """What the app serves, opened and closed by the command line (cli/serve.py)."""
 
     store: Store
     graph: Graph
