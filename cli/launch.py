@@ -17,6 +17,7 @@ from typing import TYPE_CHECKING, Any
 from cli.complaints import complain
 from cli.model import LoadedModel, load_model
 from cli.roots import check_roots
+from cli.servers import other_tools
 from core.errors import StartupError
 from store.errors import StoreError
 
@@ -108,13 +109,19 @@ async def open_agent(
     # second, the server's start-up seconds.
     loaded = await launched.model_ready
     require = settings.require_kernel_sandbox
-    async with open_tool_server(launched.process, require_kernel_sandbox=require) as server:
+    async with (
+        open_tool_server(launched.process, require_kernel_sandbox=require) as server,
+        other_tools(settings, launched.roots) as others,
+    ):
         if not in_banner:
             say_kernel_sandbox(server.kernel_sandbox, settings.verbose, server.recovery)
+        # Ours, then the person's other servers' (docs/other-servers.md).
+        loaded_tools = [*server.tools, *others]
         # The model may always ask the person, but not in the read-only agent.
-        tools = server.tools if settings.read_only else with_ask_person(server.tools)
+        tools = loaded_tools if settings.read_only else with_ask_person(loaded_tools)
         # The same tools in every request of the thread (core.context.context says why).
-        offered = offered_tools(tools, ALLOWED_TOOLS if settings.read_only else None)
+        read_names = ALLOWED_TOOLS | {tool.name for tool in others}
+        offered = offered_tools(tools, read_names if settings.read_only else None)
         context = ContextKeeper(
             loaded.chat_model,
             offered,

@@ -27,7 +27,7 @@ OPTION_DEFAULTS: dict[str, Any] = {
     "policy": None, "verbose": False, "plain": False, "strict": False, "transcript": None,
     "context_length": None, "max_tokens": None, "hide_reasoning": False,
     "no_text_calls": False, "record": None, "replay": None, "prompt": None,
-    "constrain_calls": None,
+    "constrain_calls": None, "mcp_config": None, "accept_project_servers": False,
 }  # fmt: skip
 
 
@@ -229,6 +229,21 @@ def add_root_options(parser: Options) -> None:
         default=SUPPRESS,
         help="refuse to start unless the kernel holds the MCP server to the roots (Landlock, "
         "Linux 5.13+); without it the server's own checks alone do",
+    )
+    parser.add_argument(
+        "--mcp-config",
+        type=Path,
+        default=SUPPRESS,
+        metavar="FILE",
+        help='your other MCP servers as LM Studio, Claude and Cursor write them ({"mcpServers": '
+        "...}); beside [mcp_servers.NAME] in config.toml (docs/other-servers.md)",
+    )
+    parser.add_argument(
+        "--accept-project-servers",
+        action="store_true",
+        default=SUPPRESS,
+        help="start the servers the first root's fsagent.toml adds, and remember that yes for "
+        "each entry as written (deleting the record takes it back; docs/other-servers.md)",
     )
 
 

@@ -58,6 +58,8 @@ class Settings:
     text_calls: bool = True  # read tool calls a model wrote as text (core.context.text_calls)
     constrain_calls: ConstrainMode = "auto"  # calls fit a JSON schema (core.context.constrained)
     prompt: str | None = None  # -p: one turn, printed, then exit
+    mcp_config: Path | None = None  # --mcp-config: other servers in {"mcpServers": ...}
+    accept_project_servers: bool = False  # start (and remember) a project's servers
 
 
 @dataclass(frozen=True)
@@ -149,6 +151,8 @@ def settings_from_args(
             args.constrain_calls or environ.get("FSAGENT_CONSTRAIN_CALLS") or "auto"
         ),
         prompt=args.prompt,
+        mcp_config=Path(args.mcp_config).expanduser() if args.mcp_config else None,
+        accept_project_servers=args.accept_project_servers,
     )
 
 

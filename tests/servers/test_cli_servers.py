@@ -1,0 +1,105 @@
+"""The person's other servers through the real CLI (piped), against the stand-in model
+(tests/fake_llm.py) and the real mcp-server-git from PyPI on a real repository: a read-only
+tool runs unasked; a commit is asked, previewed, approved, audited and is in the repository;
+a refused one never reaches the server."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+from conftest import Workspace
+from fake_llm import FakeLLM, reply, text, tool_call
+
+
+def git(repo: Path, *args: str) -> str:
+    done = subprocess.run(["git", "-C", str(repo), *args], capture_output=True, text=True)
+    return done.stdout
+
+
+def repository(workspace: Workspace) -> Path:
+    repo = workspace.root / "repo"
+    subprocess.run(["git", "init", "-q", str(repo)], check=True)
+    git(repo, "config", "user.email", "t@example.org")
+    git(repo, "config", "user.name", "T")
+    (repo / "a.txt").write_text("alpha\n", encoding="utf-8")
+    return repo
+
+
+def configure_git(repo: Path, config_home: Path) -> None:
+    """The person's config.toml, as they would write it for mcp-server-git."""
+    folder = config_home / "fsagent"
+    folder.mkdir(parents=True, exist_ok=True)
+    args = json.dumps(["-m", "mcp_server_git", "--repository", str(repo)])
+    (folder / "config.toml").write_text(
+        f"[mcp_servers.git]\ncommand = {json.dumps(sys.executable)}\nargs = {args}\n"
+        "sandbox = false\n",
+        encoding="utf-8",
+    )
+
+
+def tool_answers(llm: FakeLLM) -> list[str]:
+    return [
+        str(m.get("content"))
+        for request in llm.requests
+        for m in request["messages"]
+        if m.get("role") == "tool"
+    ]
+
+
+def test_a_read_only_git_tool_runs_without_asking(
+    workspace: Workspace, own_xdg_folders: Path
+) -> None:
+    repo = repository(workspace)
+    configure_git(repo, own_xdg_folders / "config")
+    status = reply(tool_calls=[tool_call("git__git_status", {"repo_path": str(repo)})])
+    with FakeLLM([status, text("Nothing committed yet.")], auto_route="general") as llm:
+        result = workspace.run(llm.base_url, "what is the git status?\n")
+
+    assert result.returncode == 0, result.stderr
+    assert "Nothing committed yet." in result.stdout
+    answers = tool_answers(llm)
+    assert any("a.txt" in answer for answer in answers)
+    offered = {tool["function"]["name"] for tool in llm.requests[-1].get("tools") or []}
+    assert {"git__git_status", "git__git_commit"} <= offered
+
+
+def test_a_commit_is_asked_approved_audited_and_in_the_repository(
+    workspace: Workspace, own_xdg_folders: Path
+) -> None:
+    repo = repository(workspace)
+    configure_git(repo, own_xdg_folders / "config")
+    git(repo, "add", "a.txt")
+    commit = reply(
+        tool_calls=[tool_call("git__git_commit", {"repo_path": str(repo), "message": "first"})]
+    )
+    with FakeLLM([commit, text("Committed.")], auto_route="general") as llm:
+        result = workspace.run(llm.base_url, "commit it\ny\n")
+        audit = workspace.run(llm.base_url, "", "audit")
+
+    assert result.returncode == 0, result.stderr
+    assert "git__git_commit" in result.stdout and "first" in result.stdout
+    assert git(repo, "log", "--format=%s") == "first\n"
+    assert "git__git_commit" in audit.stdout and "approve" in audit.stdout
+
+
+def test_a_refused_commit_never_reaches_the_server(
+    workspace: Workspace, own_xdg_folders: Path
+) -> None:
+    repo = repository(workspace)
+    configure_git(repo, own_xdg_folders / "config")
+    git(repo, "add", "a.txt")
+    git(repo, "commit", "-qm", "before")
+    (repo / "a.txt").write_text("changed\n", encoding="utf-8")
+    git(repo, "add", "a.txt")
+    commit = reply(
+        tool_calls=[tool_call("git__git_commit", {"repo_path": str(repo), "message": "sneaky"})]
+    )
+    with FakeLLM([commit, text("Not committed.")], auto_route="general") as llm:
+        result = workspace.run(llm.base_url, "commit it\nn\n")
+
+    assert result.returncode == 0, result.stderr
+    assert git(repo, "log", "--format=%s") == "before\n"
+    assert any("rejected git__git_commit" in answer for answer in tool_answers(llm))
