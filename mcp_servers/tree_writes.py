@@ -29,6 +29,7 @@ from mcp_servers.budget import unbounded
 from mcp_servers.capture import Held, New, confirm, now_at, put_back, put_in_place, set_aside
 from mcp_servers.dirfd import (
     LIST_FLAGS,
+    Nearest,
     Removal,
     count_tree,
     entry_stat,
@@ -41,9 +42,11 @@ from mcp_servers.fileio import copy_sparse, kind_of, not_regular, open_checked, 
 from mcp_servers.journal import clear, commit, moved, record
 from mcp_servers.links import links_leaving
 from mcp_servers.names import quoted, quoted_given, show
+from mcp_servers.parent_checks import verify
 from mcp_servers.permissions import check_writable
 from mcp_servers.plans import MISSING, Wanted, entry_state, folder_state
 from mcp_servers.platform_calls import rename_no_replace
+from mcp_servers.race_hook import pause
 from mcp_servers.replacing import NEW_FILE_FLAGS, WriteBase, finisher, replace_entry
 from mcp_servers.sandbox import Resolved, is_within
 from mcp_servers.stopped import delete_stopped_line, remains
@@ -111,7 +114,8 @@ class TreeTools(WriteBase):
             if want is not None and not stat.S_ISDIR(found.st_mode):
                 found = self.checked_state(src_folder, src_name, src, want)
             held = self.held("move", "source", src_folder, src_name, src, found, want)
-            with self.places.parent_if_there(dst.real) as (dst_folder, dst_name):
+            with self.places.nearest(dst.real) as (dst_nearest, dst_name):
+                dst_folder = None if dst_nearest.missing else dst_nearest.fd
                 replaced = self.replaced_entry(
                     dst, dst_folder, dst_name, overwrite, wanted.get("destination"), found
                 )
@@ -120,7 +124,7 @@ class TreeTools(WriteBase):
                     if want is not None and stat.S_ISDIR(found.st_mode):
                         self.check_folder_state(src_folder, aside, src, want)
                     moving = New(src_folder, aside, held.where, found, held.place)
-                    self.move_to(moving, dst, dst_folder, dst_name, replaced, wanted, source)
+                    self.move_to(moving, dst, dst_nearest, dst_name, replaced, wanted, source)
                 except BaseException as error:
                     raise_with_note(error, put_back(held, src_folder, aside, held.where))
         return to_json(
@@ -326,21 +330,26 @@ class TreeTools(WriteBase):
 
     @contextmanager
     def destination_folder(
-        self, dst: Resolved, folder: int | None, name: str
+        self, tool: str, dst: Resolved, nearest: Nearest, name: str
     ) -> Iterator[tuple[int, str]]:
         """The destination's folder: the one checked, or, where it was missing, made now
-        (and removed again if the act does not happen)."""
-        if folder is not None:
-            yield folder, name
+        below the nearest folder checked (and removed again if the act does not happen).
+        The destination's pause comes first, then the check that the folder checked is
+        still that folder, where it was (parent_checks.py): nothing is made before."""
+        pause(tool, "destination")
+        verify(nearest.fd)
+        if not nearest.missing:
+            yield nearest.fd, name
             return
-        with self.places.parent_made(dst.real, self.made_for(dst.real)) as made:
-            yield made
+        made = self.made_for(dst.real)
+        with self.places.made_below(dst.real.parent, nearest, made) as folder:
+            yield folder, name
 
     def move_to(
         self,
         moving: New,
         dst: Resolved,
-        dst_folder: int | None,
+        dst_nearest: Nearest,
         dst_name: str,
         replaced: os.stat_result | None,
         wanted: dict[str, dict[str, Any]],
@@ -348,13 +357,13 @@ class TreeTools(WriteBase):
     ) -> None:
         """Put the source set aside under the destination's name (in exchange for the entry
         checked there), or copy it there from another filesystem and remove it."""
-        with self.destination_folder(dst, dst_folder, dst_name) as (folder, name):
+        with self.destination_folder("move", dst, dst_nearest, dst_name) as (folder, name):
             target = self.held(
                 "move", "destination", folder, name, dst, replaced, wanted.get("destination")
             )
             if os.fstat(folder).st_dev == os.fstat(moving.folder).st_dev:
                 try:
-                    put_in_place(target, moving)
+                    put_in_place(target, moving, paused=True)
                     return
                 except OSError as error:  # a bind mount: the same device, not one mount
                     if error.errno != errno.EXDEV:
@@ -371,7 +380,8 @@ class TreeTools(WriteBase):
                 os.symlink(text, made, dir_fd=target.folder)
                 found = entry_stat(target.folder, made)
                 moved(moving.name, target.place, target.name, found)
-                put_in_place(target, New(target.folder, made, target.where, found, target.place))
+                placed = New(target.folder, made, target.where, found, target.place)
+                put_in_place(target, placed, paused=True)
             except BaseException:
                 remove_quietly(target.folder, made)
                 clear(made)
@@ -384,6 +394,7 @@ class TreeTools(WriteBase):
                     lambda fd: copy_sparse(reader, fd),
                     finisher(found, moving.folder, moving.name),
                     lambda new: moved(moving.name, target.place, target.name, new.found),
+                    paused=True,
                 )
             except OSError as error:  # its temp file is removed; `move` puts the source back
                 raise ToolError(
@@ -412,19 +423,21 @@ class TreeTools(WriteBase):
             reader, found = open_regular(src_folder, src_name, self.raw_relative(src.real))
             stack.callback(os.close, reader)
             source = self.held("copy", "source", src_folder, src_name, src, found, want)
-            there, name = stack.enter_context(self.places.parent_if_there(dst.real))
+            nearest, name = stack.enter_context(self.places.nearest(dst.real))
+            there = None if nearest.missing else nearest.fd
             replaced = self.replaced_entry(
                 dst, there, name, overwrite, wanted.get("destination"), found
-            )
-            folder, name = stack.enter_context(self.destination_folder(dst, there, name))
-            target = self.held(
-                "copy", "destination", folder, name, dst, replaced, wanted.get("destination")
             )
             # A new file gets the source's bits less the umask; a replaced one keeps its
             # own mode, owner and extended attributes, as write_file does.
             finish = self.new_copy_finisher(found)
-            if replaced is not None and stat.S_ISREG(replaced.st_mode):
-                finish = finisher(replaced, folder, name)
+            if there is not None and replaced is not None and stat.S_ISREG(replaced.st_mode):
+                finish = finisher(replaced, there, name)
+            confirm(source)  # each argument's pause before anything is made (then again)
+            folder, name = stack.enter_context(self.destination_folder("copy", dst, nearest, name))
+            target = self.held(
+                "copy", "destination", folder, name, dst, replaced, wanted.get("destination")
+            )
 
             def fill(fd: int) -> tuple[int, str | None]:
                 # The bytes copied are the bytes compared: hashed as they are copied, from
@@ -432,10 +445,10 @@ class TreeTools(WriteBase):
                 size, digest = copy_sparse(reader, fd, hashed=want is not None)
                 state = {"exists": True, "type": "file", "size": size, "sha256": digest}
                 self.check_state(want, src, state)
-                confirm(source)
+                confirm(source, paused=True)
                 return size, digest
 
-            size, digest = replace_entry(target, fill, finish)
+            size, digest = replace_entry(target, fill, finish, paused=True)
         return {"files": 1, "bytes": size, "sha256": digest, "replaced": replaced is not None}
 
     def new_copy_finisher(self, source: os.stat_result) -> Callable[[int], None]:
@@ -463,11 +476,13 @@ class TreeTools(WriteBase):
             if want is not None:
                 self.check_state(want, src, folder_state(listed))
             source = self.held("copy", "source", src_folder, src_name, src, found, want)
-            there, name = stack.enter_context(self.places.parent_if_there(dst.real))
+            nearest, name = stack.enter_context(self.places.nearest(dst.real))
+            there = None if nearest.missing else nearest.fd
             replaced = self.replaced_entry(
                 dst, there, name, overwrite, wanted.get("destination"), found
             )
-            folder, name = stack.enter_context(self.destination_folder(dst, there, name))
+            confirm(source)  # each argument's pause before anything is made (then again)
+            folder, name = stack.enter_context(self.destination_folder("copy", dst, nearest, name))
             target = self.held(
                 "copy", "destination", folder, name, dst, replaced, wanted.get("destination")
             )
@@ -483,9 +498,10 @@ class TreeTools(WriteBase):
                     raise self.incomplete_copy(src, unreadable)
                 if want is not None:  # and nothing below changed while it was copied
                     self.check_state(want, src, folder_state(listed))
-                confirm(source)
+                confirm(source, paused=True)
                 built = entry_stat(folder, building)
-                put_in_place(target, New(folder, building, target.where, built, target.place))
+                placed = New(folder, building, target.where, built, target.place)
+                put_in_place(target, placed, paused=True)
                 return {**summary, "replaced": False}
             except BaseException as error:
                 note = self.remove_partial(folder, building, name, dst)

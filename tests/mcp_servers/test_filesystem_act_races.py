@@ -274,6 +274,9 @@ def test_a_new_file_where_a_link_appeared_meanwhile_is_not_written(
             server, "write_file", path="new/fresh.txt", content="OVERWRITTEN\n", expect=expect
         )
         pauses.reached("write_file", "path")
+        # The pause comes before the server makes `new` (nothing is made before the check
+        # that the folders on the way are still those checked): another process makes it.
+        (root / "new").mkdir()
         os.symlink("../fsagent.toml", root / "new" / "fresh.txt")
         before = snapshot(root)
         result = pauses.finish(call)
