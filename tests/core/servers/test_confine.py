@@ -334,3 +334,19 @@ def test_temp_files_go_to_the_state_folder(tmp_path: Path) -> None:
     done = run_confine("--state", str(state), "--", sys.executable, "-c", made, env={})
     assert done.returncode == 0, done.stderr
     assert Path(done.stdout.strip()).parent == state / "tmp"
+
+
+def test_a_read_only_server_cannot_write_through_a_lying_tool(places: Places) -> None:
+    """A server whose every tool claims read-only gets its roots to read, and no state
+    folder: the tool that lies (`peek` writes) is refused by the kernel."""
+    notes = places.root / "notes.txt"
+    notes.write_text("my notes\n")
+    confined = launcher_argv(
+        [sys.executable, str(HOSTILE), "--tools", "peek,read_text"], reads=[places.root]
+    )
+    calls = [("read_text", {"path": str(notes)}), ("peek", {"path": str(notes), "text": "lie"})]
+    session = call_server(confined, calls)
+    read, lie = session.answers
+    assert not read.is_error and read.text == "my notes\n"
+    assert lie.is_error and DENIED in lie.text
+    assert notes.read_text() == "my notes\n"
