@@ -26,6 +26,7 @@ if TYPE_CHECKING:
     from cli.settings import Settings
     from core.approval.policy import Policy
     from core.context.context import ContextKeeper
+    from core.context.instructions import Instructions
     from core.context.models import ModelChoice
     from core.opening import ThreadParts
     from core.threads.threads import Graph
@@ -86,6 +87,7 @@ class Agent:
     choice: ModelChoice
     context: ContextKeeper
     parts: ThreadParts  # what core.opening opens each thread of this agent with
+    instructions: Instructions  # the project's AGENTS.md, as every request sends it
 
 
 @asynccontextmanager
@@ -99,6 +101,8 @@ async def open_agent(
     from core.context.constrained import CallMode
     from core.context.context import ContextKeeper
     from core.context.counts import ServerCounter
+    from core.context.instructions import Instructions, read_instructions, with_instructions
+    from core.context.prompts import SYSTEM_PROMPT
     from core.opening import ThreadParts
     from core.tools.tool_groups import ALLOWED_TOOLS
     from core.tools.tool_schemas import offered_tools
@@ -115,10 +119,19 @@ async def open_agent(
         tools = server.tools if settings.read_only else with_ask_person(server.tools)
         # The same tools in every request of the thread (core.context.context says why).
         offered = offered_tools(tools, ALLOWED_TOOLS if settings.read_only else None)
+        # The person's AGENTS.md, read once: the same bytes after the system prompt in every
+        # request (core.context.instructions).
+        context_length = loaded.budget.context_length if loaded.budget else None
+        instructions = (
+            read_instructions(launched.roots[0], context_length)
+            if settings.instructions
+            else Instructions()
+        )
         context = ContextKeeper(
             loaded.chat_model,
             offered,
             budget=loaded.budget,
+            system_prompt=with_instructions(SYSTEM_PROMPT, instructions),
             max_tokens=loaded.max_tokens,
             text_calls=settings.text_calls,
             calls=CallMode(settings.constrain_calls, no_tools=loaded.choice.no_tools),
@@ -137,7 +150,9 @@ async def open_agent(
             )  # fmt: skip
         parts = ThreadParts(app, store, settings.base_url, tools, context, settings.verbose)
         try:
-            yield Agent(app, tools, launched.policy, server, loaded.choice, context, parts)
+            yield Agent(
+                app, tools, launched.policy, server, loaded.choice, context, parts, instructions
+            )
         finally:
             if context.counter is not None:
                 await context.counter.close()

@@ -58,6 +58,7 @@ class Settings:
     text_calls: bool = True  # read tool calls a model wrote as text (core.context.text_calls)
     constrain_calls: ConstrainMode = "auto"  # calls fit a JSON schema (core.context.constrained)
     prompt: str | None = None  # -p: one turn, printed, then exit
+    instructions: bool = True  # send the person's AGENTS.md (core.context.instructions)
 
 
 @dataclass(frozen=True)
@@ -149,6 +150,7 @@ def settings_from_args(
             args.constrain_calls or environ.get("FSAGENT_CONSTRAIN_CALLS") or "auto"
         ),
         prompt=args.prompt,
+        instructions=not args.no_instructions,
     )
 
 
