@@ -9,10 +9,11 @@ from __future__ import annotations
 import os
 from pathlib import Path
 
-from conftest import Workspace
+from conftest import Workspace, agent_env
 from core.context.budget import estimate_text
 from core.context.prompts import SYSTEM_PROMPT
 from fake_llm import FakeLLM, text
+from pty_screen import PtyScreen
 
 CUT_MARK = "[fsagent: the instructions are cut here"
 
@@ -137,3 +138,25 @@ def test_a_fifo_named_agents_md_does_not_hold_the_start(workspace: Workspace):
     assert result.returncode == 0, result.stderr
     assert {instructions_sent(system) for system in systems(llm)} == {""}
     assert "Instructions:" not in result.stdout
+
+
+def test_the_early_prompt_says_the_instructions_once_the_model_is_known(workspace: Workspace):
+    # At a terminal the banner comes before the model server is asked; the instructions'
+    # line needs the context, so it follows the model's line.
+    (workspace.root / "AGENTS.md").write_text("Always answer in French.\n")
+    state = workspace.root.parent / "state"  # the history, kept out of the person's home
+    environment = agent_env() | {"XDG_STATE_HOME": str(state)}
+    with FakeLLM([text("Bonjour.")], auto_route="general") as llm:
+        screen = PtyScreen(workspace.command(llm.base_url), str(workspace.root), environment)
+        at = screen.wait_for("Loaded 20 tools. model fake-model")
+        at = screen.wait_for("Instructions: AGENTS.md, ", at)
+        screen.wait_for("you>")
+        screen.enter("hello")
+        at = screen.wait_for("agent> Bonjour.", at)
+        screen.wait_for("you>", at)
+        screen.enter("/quit")
+        code = screen.close()
+
+    assert code == 0, screen.screen_text()
+    block = instructions_sent(systems(llm)[0])
+    assert f"Instructions: AGENTS.md, {estimate_text(block)} tokens" in screen.screen_text()
