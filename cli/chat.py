@@ -150,6 +150,7 @@ async def talk(
         model_line=display.model_line(agent.choice, agent.context, verbose=settings.verbose),
         sandbox_line=kernel_sandbox_line(agent.server.kernel_sandbox, settings.verbose),
         recovery_line=agent.server.recovery,
+        instructions=agent.instructions,
         show_reasoning=not settings.hide_reasoning,
         roots=launched.roots,
         roots_note=roots.note,
