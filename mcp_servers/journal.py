@@ -389,14 +389,16 @@ def put_right(line: dict[str, Any], root: Path, root_fd: int, found: Recovery) -
 def finish(
     folder: int, line: dict[str, Any], at_temp: os.stat_result, where: Path, found: Recovery
 ) -> None:
-    """Finish the act of an entry set aside: remove it. A folder with an entry inside that
-    cannot be removed (an immutable file) is not left hidden: what is left of it goes back
-    under its name, and a line says so."""
+    """Finish the act of an entry set aside: remove it (a checked delete, the source of a
+    move whose copy is in place). A folder with an entry inside that cannot be removed (an
+    immutable file) is not left hidden: what is left of it goes back under its name, and a
+    line says so."""
     try:
         remove(folder, line["temp"], at_temp)
     except OSError as error:
+        act = line.get("tool") or "act"
         found.kept.append(
-            f"recovery: a stopped server's delete of {where / line['name']} could not be "
+            f"recovery: a stopped server's {act} of {where / line['name']} could not be "
             f"finished ({error.strerror}); what is left of it is put back"
         )
         put_back(folder, line["temp"], line["name"], where, found)

@@ -494,6 +494,7 @@ class TreeTools(WriteBase):
                 unreadable = Unreadable()
                 top = os.open(building, LIST_FLAGS, dir_fd=folder)
                 summary = self.copy_into(src, listed, top, unreadable, progress)
+                progress.at, progress.files = "", summary["files"]  # a later stop: the folder
                 if unreadable.count:
                     raise self.incomplete_copy(src, unreadable)
                 if want is not None:  # and nothing below changed while it was copied

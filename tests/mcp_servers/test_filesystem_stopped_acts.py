@@ -253,3 +253,35 @@ def test_a_move_to_another_filesystem_that_fills_it_puts_the_source_back_and_say
     assert list(small_disk.iterdir()) == [] and hidden(root) == []
     data_folder = own_xdg_folders / "data"
     assert journal_sizes(data_folder, root) == journal_sizes(data_folder, small_disk) == [0]
+
+
+@pytest.mark.parametrize(
+    "step",
+    ["recorded aside", "renamed aside", "committed aside", "cleared temp"],
+)
+def test_a_stopped_delete_killed_at_any_step_leaves_nothing_hidden_or_changed(
+    immutable: Path, tmp_path: Path, own_xdg_folders: Path, step: str
+) -> None:
+    """Killed at each step its journal announces (the last: once what is left is back under
+    its name, before its record is closed), then a new server on the root: every file is
+    under its own path with its own content or gone, the immutable one is there, nothing is
+    under a temp name, the journal is empty."""
+    root = immutable
+    before = {name: f"{name}\n" for name in SIX_FILES}
+    pauses = Pauses(tmp_path / "steps")
+    with RawServer([root], env={STEP_PAUSE_ENV: str(pauses.folder)}) as raw:
+        raw.call("delete", path="d", recursive=True)
+        while pauses.next_line() != f"paused {step}":
+            pauses.go()
+        raw.process.kill()
+        raw.process.wait()
+    pauses.close()
+    with FilesystemServer([root]) as server:
+        server.ok("list_allowed_roots")
+    now = {
+        str(path.relative_to(root / "d")): path.read_text()
+        for path in (root / "d").rglob("*")
+        if path.is_file()
+    }
+    assert now.items() <= before.items() and "sub/keep.txt" in now, (step, now)
+    assert hidden(root) == [] and journal_sizes(own_xdg_folders / "data", root) == [0]
