@@ -173,6 +173,14 @@ def put_back(held: Held, folder: int, name: str, where: str) -> str:
             return f", except that the entry set aside from {quoted(held.shown)} was taken away"
         except FileExistsError:
             kept = keep(folder, name)
+        except OSError as error:
+            # The folder holding it was moved where the kernel sandbox forbids acting (out of
+            # the roots): it stays there, and so does its journal record, which the next
+            # start names too. Its own name is the only way to find it.
+            return (
+                f", except that the entry set aside from {quoted(held.shown)} could not be put "
+                f"back ({error.strerror}): it is {quoted(name)} in that folder, wherever it went"
+            )
         return (
             f", except that {quoted(held.shown)} was taken meanwhile, so the entry found "
             f"there is kept as {quoted(beside(where, kept))}"

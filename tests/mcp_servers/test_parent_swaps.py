@@ -30,7 +30,7 @@ import pytest
 from mcp_session import PORTABLE_ENV, FilesystemServer, Result
 from race_pause import Pauses
 
-from mcp_servers.kernel_sandbox import ABI_ENV
+from mcp_servers.kernel_sandbox import ABI_ENV, abi_cap, kernel_abi
 from mcp_servers.race_hook import CHECKED_PAUSE_ENV, PAUSE_ENV, STEP_PAUSE_ENV
 
 KINDS = ("moved", "replaced", "link")  # what the person does to the folder at the pause
@@ -358,3 +358,57 @@ def test_a_folder_moved_right_after_the_last_check_has_the_act_undone_where_it_l
     data = own_xdg_folders / "data"
     line = ("checked", f"{case.tool} {case.argument}")
     moved_at(tmp_path, data, case, CHECKED_PAUSE_ENV, line, ACTING)
+
+
+# -- a move's source folder moved out at the destination's pause ----------------------------
+
+SOURCE_AT_DESTINATION = Case(
+    "move", {"source": "docs/sub/a.txt", "destination": "top-moved.txt"}, "destination"
+)
+
+
+def test_a_moves_source_folder_moved_out_at_the_destinations_pause_gets_its_entry_back(
+    tmp_path: Path, own_xdg_folders: Path
+) -> None:
+    """The source is set aside by then; without Landlock it is put back in the folder where
+    it went, under its own name, and the call refused with nothing else done."""
+    data = own_xdg_folders / "data"
+    line = ("move", "destination")
+    case = SOURCE_AT_DESTINATION
+    moved_at(tmp_path, data, case, PAUSE_ENV, line, waiting("moved", case.swapped))
+
+
+def test_with_landlock_a_set_aside_entry_taken_out_of_the_roots_is_named_where_it_is(
+    tmp_path: Path, own_xdg_folders: Path
+) -> None:
+    """With Landlock the kernel refuses to put it back out there: the answer says so and
+    names it (the one time a temp name is said: it is the only way to find the entry), and
+    the journal keeps its record for the next start. Without Landlock (this machine's kernel,
+    or the first-layer pass) it is put back, as above."""
+    landlock = kernel_abi()[0] > 0 and abi_cap() != 0
+    root = arena(tmp_path)
+    gone = tmp_path / "outside" / "moved" / "moved_away"
+    pauses = Pauses(tmp_path / "pause")
+    try:
+        with FilesystemServer([root], env={PAUSE_ENV: str(pauses.folder)}) as server:
+            call = pauses.start(server, "move", **in_kind("moved", SOURCE_AT_DESTINATION.args))
+            pauses.reached("move", "destination")
+            swap("moved", root / "moved", "docs/sub", tmp_path / "outside")
+            result = pauses.finish(call)
+            journal = journal_sizes(own_xdg_folders / "data", root)
+    finally:
+        pauses.close()
+    assert result.is_error and "\n" not in result.text, result.text
+    assert result.text.startswith(waiting("moved", "docs/sub")), result.text
+    asides = [path.name for path in gone.iterdir() if path.name.startswith(".fsagent-")]
+    if not landlock:
+        assert not asides and (gone / "a.txt").read_text() == "sub a: alpha\n"
+        assert journal == [0]
+        return
+    (aside,) = asides
+    assert result.text.endswith(
+        ", except that the entry set aside from 'moved/docs/sub/a.txt' could not be put back "
+        f"(Permission denied): it is '{aside}' in that folder, wherever it went"
+    ), result.text
+    assert (gone / aside).read_text() == "sub a: alpha\n"
+    assert journal != [0]  # its record stays for the next start
