@@ -39,7 +39,7 @@ from mcp_servers.journal import Place, clear, identity, record
 from mcp_servers.names import quoted
 from mcp_servers.parent_checks import ParentChanged, verify
 from mcp_servers.platform_calls import RENAME_CALL_NAME, exchange, rename_no_replace
-from mcp_servers.race_hook import pause, step
+from mcp_servers.race_hook import checked, pause, step
 
 KEPT_PREFIX = ".fsagent-kept-"
 Identity = tuple[int, int, int]
@@ -135,6 +135,7 @@ def set_aside(held: Held, paused: bool = False, replaced_by: os.stat_result | No
     if not paused:
         pause(held.tool, held.argument)
     verify(held.folder)
+    checked(held.tool, held.argument)
     check_budget()  # the last point to stop with nothing changed
     aside = temp_name()
     assert held.found is not None
@@ -150,8 +151,8 @@ def set_aside(held: Held, paused: bool = False, replaced_by: os.stat_result | No
     except BaseException:  # a rename that failed moved nothing: the record is done
         clear(aside)
         raise
-    step("renamed", "aside")
     checked_after(held.folder, held.folder, lambda: put_back(held, held.folder, aside, held.where))
+    step("renamed", "aside")
     captured = now_at(held.folder, aside)
     if not same(captured, held.found):
         raise held.refused(captured, put_back(held, held.folder, aside, held.where))
@@ -172,6 +173,14 @@ def put_back(held: Held, folder: int, name: str, where: str) -> str:
             return f", except that the entry set aside from {quoted(held.shown)} was taken away"
         except FileExistsError:
             kept = keep(folder, name)
+        except OSError as error:
+            # The folder holding it was moved where the kernel sandbox forbids acting (out of
+            # the roots): it stays there, and so does its journal record, which the next
+            # start names too. Its own name is the only way to find it.
+            return (
+                f", except that the entry set aside from {quoted(held.shown)} could not be put "
+                f"back ({error.strerror}): it is {quoted(name)} in that folder, wherever it went"
+            )
         return (
             f", except that {quoted(held.shown)} was taken meanwhile, so the entry found "
             f"there is kept as {quoted(beside(where, kept))}"
@@ -218,6 +227,7 @@ def put_in_place(held: Held, new: New, paused: bool = False) -> None:
         pause(held.tool, held.argument)
     verify(held.folder)
     verify(new.folder)
+    checked(held.tool, held.argument)
     check_budget()
     if held.found is None:
         try:

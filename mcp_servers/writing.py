@@ -47,7 +47,7 @@ from mcp_servers.plans import (
     file_state,
     folder_state,
 )
-from mcp_servers.race_hook import pause
+from mcp_servers.race_hook import checked, pause
 from mcp_servers.replacing import NEW_FILE_FLAGS, finisher, replace_entry, writer_of
 from mcp_servers.request_limits import MAX_EDITS
 from mcp_servers.sandbox import Resolved
@@ -200,6 +200,7 @@ class WriteTools(TreeTools):
             # the way moved or replaced meanwhile refuses the call (parent_checks.py).
             pause("make_dir", "path")
             verify(nearest.fd)
+            checked("make_dir", "path")
             whole = Nearest(nearest.fd, (*nearest.missing, name))
             with self.places.made_below(target.real, whole):
                 verify(nearest.fd, during=True)  # else the folders made are removed again
@@ -224,6 +225,7 @@ class WriteTools(TreeTools):
             self.check_state(want, target, MISSING)
             pause("touch", "path")
             verify(nearest.fd)
+            checked("touch", "path")
             made = self.made_for(target.real)
             with self.places.made_below(target.real.parent, nearest, made) as folder:
                 held = self.held("touch", "path", folder, name, target, None, want)

@@ -30,8 +30,8 @@ import pytest
 from mcp_session import PORTABLE_ENV, FilesystemServer, Result
 from race_pause import Pauses
 
-from mcp_servers.kernel_sandbox import ABI_ENV
-from mcp_servers.race_hook import PAUSE_ENV, STEP_PAUSE_ENV
+from mcp_servers.kernel_sandbox import ABI_ENV, abi_cap, kernel_abi
+from mcp_servers.race_hook import CHECKED_PAUSE_ENV, PAUSE_ENV, STEP_PAUSE_ENV
 
 KINDS = ("moved", "replaced", "link")  # what the person does to the folder at the pause
 PORTABLE = os.environ.get(PORTABLE_ENV, "") not in ("", "0")
@@ -265,36 +265,59 @@ WRITTEN_INTO = [
     Case("copy", {"source": "topdir", "destination": "docs/sub/d2"}, "destination"),
 ]
 RENAMED_IN = [
-    # (case, the step right before the act's rename: renameat2's, then the portable path's)
-    (Case("delete", {"path": "docs/sub/a.txt"}, "path"), ("aside", "aside")),
+    # (case, the step right before (or after) the act's rename: renameat2's, the portable path's)
+    (Case("delete", {"path": "docs/sub/a.txt"}, "path"), ("recorded aside", "recorded aside")),
     (
         Case("write_file", {"path": "docs/sub/a.txt", "content": "NEW\n"}, "path"),
-        ("exchange", "aside"),
+        ("recorded exchange", "recorded aside"),
+    ),
+    (
+        # on the portable path: the checked file set aside, the new one not yet renamed in
+        Case(
+            "write_file",
+            {"path": "docs/sub/a.txt", "content": "NEW\n"},
+            "path",
+            name="write-over-set-aside",
+        ),
+        ("recorded exchange", "renamed aside"),
     ),
     (
         Case("move", {"source": "docs/sub/a.txt", "destination": "top-moved.txt"}, "source"),
-        ("aside", "aside"),
+        ("recorded aside", "recorded aside"),
     ),
     (
         Case("delete", {"path": "docs/sub/d", "recursive": True}, "path", name="delete-folder"),
-        ("aside", "aside"),
+        ("recorded aside", "recorded aside"),
     ),
 ]
+CHECKED = [
+    # held right after the last check before the act's call (FSAGENT_TEST_CHECKED_PAUSE)
+    Case("move", {"source": "top.txt", "destination": "docs/sub/c.txt"}, "destination"),
+    Case("copy", {"source": "top.txt", "destination": "docs/sub/c.txt"}, "destination"),
+    Case("touch", {"path": "docs/sub/new.txt"}, "path", name="touch-new"),
+    Case("make_dir", {"path": "docs/sub/newdir"}, "path", name="make-dir"),
+]
+ACTING = (
+    "changed while acting: 'moved/docs/sub' was moved or replaced during the act; what was "
+    "done there was undone; look at it and try again"
+)
 
 
-def moved_at_step(tmp_path: Path, data: Path, case: Case, step: str, expected: str) -> None:
-    """Without Landlock (as on macOS), `case` held at the journal's step `step` while its
+def moved_at(
+    tmp_path: Path, data: Path, case: Case, hook: str, line: tuple[str, str], expected: str
+) -> None:
+    """Without Landlock (as on macOS), `case` held by the hook `hook` at its `line` while its
     folder is moved out: answered `expected`, the world as the person left it, no record."""
     root = arena(tmp_path)
     outside = tmp_path / "outside"
     pauses = Pauses(tmp_path / "steps")
-    env = {STEP_PAUSE_ENV: str(pauses.folder), ABI_ENV: "0"}
+    env = {hook: str(pauses.folder), ABI_ENV: "0"}
     try:
         with FilesystemServer([root], env=env) as server:
             kind = "moved"
             before = world(tmp_path)
             call = pauses.start(server, case.tool, **in_kind(kind, case.args))
-            pauses.reached("recorded", step)
+            pauses.reached(*line)
             swap(kind, root / kind, case.swapped, outside)
             result = pauses.finish(call)
             assert_one_line(result, expected)
@@ -311,7 +334,8 @@ def test_a_folder_moved_while_its_temp_entry_is_written_is_refused_before_the_re
     """The temp entry goes along with the folder; the check before the rename refuses the
     call, and the temp entry is removed where it went."""
     expected = waiting("moved", case.swapped)
-    moved_at_step(tmp_path, own_xdg_folders / "data", case, "temp", expected)
+    data = own_xdg_folders / "data"
+    moved_at(tmp_path, data, case, STEP_PAUSE_ENV, ("recorded", "temp"), expected)
 
 
 @pytest.mark.parametrize("case, steps", RENAMED_IN, ids=[case.id for case, _ in RENAMED_IN])
@@ -320,9 +344,71 @@ def test_a_folder_moved_right_before_the_rename_has_the_act_undone_where_it_land
 ) -> None:
     """The rename lands in the folder moved out, the check right after it sees that, and the
     act is undone there; the call is refused."""
-    expected = (
-        f"changed while acting: 'moved/{case.swapped}' was moved or replaced during the act; "
-        "what was done there was undone; look at it and try again"
-    )
-    step = steps[1] if PORTABLE else steps[0]
-    moved_at_step(tmp_path, own_xdg_folders / "data", case, step, expected)
+    what, which = (steps[1] if PORTABLE else steps[0]).split()
+    data = own_xdg_folders / "data"
+    moved_at(tmp_path, data, case, STEP_PAUSE_ENV, (what, which), ACTING)
+
+
+@pytest.mark.parametrize("case", CHECKED, ids=[case.id for case in CHECKED])
+def test_a_folder_moved_right_after_the_last_check_has_the_act_undone_where_it_landed(
+    tmp_path: Path, own_xdg_folders: Path, case: Case
+) -> None:
+    """The act's one call (a rename to a new name, a file or folder made) lands in the folder
+    moved out; the check right after it sees that and undoes it there."""
+    data = own_xdg_folders / "data"
+    line = ("checked", f"{case.tool} {case.argument}")
+    moved_at(tmp_path, data, case, CHECKED_PAUSE_ENV, line, ACTING)
+
+
+# -- a move's source folder moved out at the destination's pause ----------------------------
+
+SOURCE_AT_DESTINATION = Case(
+    "move", {"source": "docs/sub/a.txt", "destination": "top-moved.txt"}, "destination"
+)
+
+
+def test_a_moves_source_folder_moved_out_at_the_destinations_pause_gets_its_entry_back(
+    tmp_path: Path, own_xdg_folders: Path
+) -> None:
+    """The source is set aside by then; without Landlock it is put back in the folder where
+    it went, under its own name, and the call refused with nothing else done."""
+    data = own_xdg_folders / "data"
+    line = ("move", "destination")
+    case = SOURCE_AT_DESTINATION
+    moved_at(tmp_path, data, case, PAUSE_ENV, line, waiting("moved", case.swapped))
+
+
+def test_with_landlock_a_set_aside_entry_taken_out_of_the_roots_is_named_where_it_is(
+    tmp_path: Path, own_xdg_folders: Path
+) -> None:
+    """With Landlock the kernel refuses to put it back out there: the answer says so and
+    names it (the one time a temp name is said: it is the only way to find the entry), and
+    the journal keeps its record for the next start. Without Landlock (this machine's kernel,
+    or the first-layer pass) it is put back, as above."""
+    landlock = kernel_abi()[0] > 0 and abi_cap() != 0
+    root = arena(tmp_path)
+    gone = tmp_path / "outside" / "moved" / "moved_away"
+    pauses = Pauses(tmp_path / "pause")
+    try:
+        with FilesystemServer([root], env={PAUSE_ENV: str(pauses.folder)}) as server:
+            call = pauses.start(server, "move", **in_kind("moved", SOURCE_AT_DESTINATION.args))
+            pauses.reached("move", "destination")
+            swap("moved", root / "moved", "docs/sub", tmp_path / "outside")
+            result = pauses.finish(call)
+            journal = journal_sizes(own_xdg_folders / "data", root)
+    finally:
+        pauses.close()
+    assert result.is_error and "\n" not in result.text, result.text
+    assert result.text.startswith(waiting("moved", "docs/sub")), result.text
+    asides = [path.name for path in gone.iterdir() if path.name.startswith(".fsagent-")]
+    if not landlock:
+        assert not asides and (gone / "a.txt").read_text() == "sub a: alpha\n"
+        assert journal == [0]
+        return
+    (aside,) = asides
+    assert result.text.endswith(
+        ", except that the entry set aside from 'moved/docs/sub/a.txt' could not be put back "
+        f"(Permission denied): it is '{aside}' in that folder, wherever it went"
+    ), result.text
+    assert (gone / aside).read_text() == "sub a: alpha\n"
+    assert journal != [0]  # its record stays for the next start
