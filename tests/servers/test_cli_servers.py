@@ -66,23 +66,31 @@ def test_a_read_only_git_tool_runs_without_asking(
     assert {"git__git_status", "git__git_commit"} <= offered
 
 
-def test_a_commit_is_asked_approved_audited_and_in_the_repository(
+def test_a_commit_is_asked_previewed_approved_audited_and_in_the_repository(
     workspace: Workspace, own_xdg_folders: Path
 ) -> None:
     repo = repository(workspace)
     configure_git(repo, own_xdg_folders / "config")
     git(repo, "add", "a.txt")
+    message = "first\x1b[31m red"  # an escape code the screen must never get raw
     commit = reply(
-        tool_calls=[tool_call("git__git_commit", {"repo_path": str(repo), "message": "first"})]
+        tool_calls=[tool_call("git__git_commit", {"repo_path": str(repo), "message": message})]
     )
     with FakeLLM([commit, text("Committed.")], auto_route="general") as llm:
         result = workspace.run(llm.base_url, "commit it\ny\n")
         audit = workspace.run(llm.base_url, "", "audit")
+        undo = workspace.run(llm.base_url, "", "undo", "t", thread=None)
 
     assert result.returncode == 0, result.stderr
-    assert "git__git_commit" in result.stdout and "first" in result.stdout
-    assert git(repo, "log", "--format=%s") == "first\n"
+    # The preview: the server and the tool named, what the annotations say, each argument.
+    assert "MCP server git, tool git_commit (git.git_commit): not proven read-only" in result.stdout
+    assert "message: 'first\\x1b[31m red'" in result.stdout and "\x1b" not in result.stdout
+    assert "fsagent cannot undo a call to another server" in result.stdout
+    assert git(repo, "log", "--format=%s") == "first\x1b[31m red\n"
     assert "git__git_commit" in audit.stdout and "approve" in audit.stdout
+    # Undo says plainly that it cannot, and changes nothing.
+    assert "fsagent cannot undo a call to another server" in undo.stdout + undo.stderr
+    assert git(repo, "log", "--format=%s") == "first\x1b[31m red\n"
 
 
 def test_a_refused_commit_never_reaches_the_server(
