@@ -111,3 +111,70 @@ def test_a_refused_commit_never_reaches_the_server(
     assert result.returncode == 0, result.stderr
     assert git(repo, "log", "--format=%s") == "before\n"
     assert any("rejected git__git_commit" in answer for answer in tool_answers(llm))
+
+
+def test_the_time_server_from_an_mcp_json_answers_without_asking(workspace: Workspace) -> None:
+    mcp_json = workspace.root.parent / "mcp.json"
+    entry = {"command": sys.executable, "args": ["-m", "mcp_server_time"], "sandbox": False}
+    mcp_json.write_text(json.dumps({"mcpServers": {"time": entry}}), encoding="utf-8")
+    now = reply(tool_calls=[tool_call("time__get_current_time", {"timezone": "UTC"})])
+    with FakeLLM([now, text("It is late.")], auto_route="general") as llm:
+        result = workspace.run(llm.base_url, "what time is it?\n", "--mcp-config", str(mcp_json))
+
+    assert result.returncode == 0, result.stderr
+    assert "Approval needed" not in result.stdout and "It is late." in result.stdout
+    assert any('"timezone": "UTC"' in answer for answer in tool_answers(llm))
+
+
+def test_a_projects_server_starts_only_once_accepted(workspace: Workspace) -> None:
+    little = Path(__file__).with_name("little_server.py")
+    entry = f"command = {json.dumps(sys.executable)}\nargs = [{json.dumps(str(little))}]\n"
+    project = workspace.root / "fsagent.toml"
+    project.write_text(f"[mcp_servers.notes]\n{entry}sandbox = false\n", encoding="utf-8")
+
+    def offered(*args: str) -> tuple[set[str], str]:
+        with FakeLLM([text("OK.")], auto_route="general") as llm:
+            result = workspace.run(llm.base_url, "hello\n", *args)
+        assert result.returncode == 0, result.stderr
+        names = {tool["function"]["name"] for tool in llm.requests[-1].get("tools") or []}
+        return {name for name in names if name.startswith("notes__")}, result.stderr
+
+    tools, said = offered()
+    assert tools == set()
+    assert f"{project}: mcp_servers.notes: not started: a project's server starts only" in said
+    tools, said = offered("--accept-project-servers")
+    assert "notes__write_note" in tools and "accepted" in said
+    assert offered()[0] == tools  # the yes is kept
+    # One more argument is another entry: asked again, and said to have changed.
+    project.write_text(
+        f"[mcp_servers.notes]\n{entry}sandbox = false\nenv = {{ A = '1' }}\n", encoding="utf-8"
+    )
+    tools, said = offered()
+    assert tools == set() and "changed since you accepted it" in said
+
+
+def test_read_only_offers_only_the_tools_proven_read_only(
+    workspace: Workspace, own_xdg_folders: Path
+) -> None:
+    repo = repository(workspace)
+    configure_git(repo, own_xdg_folders / "config")
+    with FakeLLM([text("OK.")], auto_route="general") as llm:
+        result = workspace.run(llm.base_url, "hello\n", "--read-only")
+
+    assert result.returncode == 0, result.stderr
+    names = {tool["function"]["name"] for tool in llm.requests[-1].get("tools") or []}
+    assert {"git__git_status", "git__git_log", "git__git_diff"} <= names
+    assert not {"git__git_commit", "git__git_add", "git__git_reset"} & names
+
+
+def test_require_kernel_sandbox_refuses_a_server_outside_it(
+    workspace: Workspace, own_xdg_folders: Path
+) -> None:
+    repo = repository(workspace)
+    configure_git(repo, own_xdg_folders / "config")  # sandbox = false
+    with FakeLLM([text("OK.")], auto_route="general") as llm:
+        result = workspace.run(llm.base_url, "hello\n", "--require-kernel-sandbox")
+
+    assert result.returncode == 2
+    assert "--require-kernel-sandbox: MCP server git" in result.stderr
+    assert "without the kernel sandbox (sandbox = false); not started" in result.stderr
