@@ -40,6 +40,7 @@ from store.location import xdg_folder
 
 CONFINE = Path(__file__).with_name("confine.py")
 DESCRIPTION_CHARS = 120  # the router's one line of a server
+ANSWER_CHARS = 256 * 1024  # another server's answer, at most, as our server caps its reads
 
 
 def confined_argv(
@@ -234,7 +235,8 @@ def named_tool(spec: ServerSpec, session: ClientSession, tool: types.Tool) -> Ba
 
     async def guarded(**arguments: Any) -> Any:
         try:
-            return await call(**arguments)
+            content, artifact = await call(**arguments)
+            return capped(spec.name, content), artifact
         except ToolException:
             raise
         except Exception as error:
@@ -244,6 +246,22 @@ def named_tool(spec: ServerSpec, session: ClientSession, tool: types.Tool) -> Ba
 
     converted.coroutine = guarded
     return converted
+
+
+def capped(server: str, content: Any) -> Any:
+    """An answer held to ANSWER_CHARS of text, as our server holds its own (its answers are
+    capped at the source): a longer one is cut, and the model is told so."""
+    blocks = content if isinstance(content, list) else [content]
+    texts = [b.get("text", "") if isinstance(b, dict) else str(b) for b in blocks]
+    total = sum(len(text) for text in texts if isinstance(text, str))
+    if total <= ANSWER_CHARS:
+        return content
+    joined = "".join(text for text in texts if isinstance(text, str))
+    return (
+        joined[:ANSWER_CHARS]
+        + f"\n… cut: the MCP server {server} answered {total:,} characters; the first "
+        f"{ANSWER_CHARS:,} are kept. Ask it for less."
+    )
 
 
 class ServerGone(Exception):
