@@ -210,3 +210,23 @@ def test_a_tool_whose_description_changes_between_sessions_is_said_and_asked(
     assert "Approval needed" in second.stdout
     assert "claims read-only, but not as pinned" in second.stdout
     assert "⚠ changed since it was pinned: description" in second.stdout
+
+
+def test_fsagent_approve_shows_a_paused_commit_with_its_server_and_runs_it(
+    workspace: Workspace, own_xdg_folders: Path
+) -> None:
+    repo = repository(workspace)
+    configure_git(repo, own_xdg_folders / "config")
+    git(repo, "add", "a.txt")
+    commit = reply(
+        tool_calls=[tool_call("git__git_commit", {"repo_path": str(repo), "message": "later"})]
+    )
+    with FakeLLM([commit, text("Committed.")], auto_route="general") as llm:
+        paused = workspace.run(llm.base_url, "commit it\n")
+        assert paused.returncode == 3, paused.stderr
+        assert git(repo, "log", "--format=%s") == ""
+        approved = workspace.run(llm.base_url, "", "approve", "t", "--yes", thread=None)
+
+    assert approved.returncode == 0, approved.stderr
+    assert "MCP server git, tool git_commit (git.git_commit)" in approved.stdout
+    assert git(repo, "log", "--format=%s") == "later\n"
