@@ -35,6 +35,7 @@ from core.approval import approval, questions
 from core.approval.approval import ApprovalRecord, ToolCall
 from core.approval.policy import Policy, other_grant
 from core.changes import plans
+from core.changes.other_calls import CANNOT_UNDO
 from core.changes.undo_capture import capture
 from core.context.context import (
     ContextKeeper,
@@ -455,9 +456,16 @@ async def run_call(
         return await run()
     args = _call_args(call, approvals)
     if other_server(call["name"]) is not None:
-        # At most once, as ours; nothing is kept for undo: another server's call cannot be
-        # undone by fsagent (core/undo.py says so).
-        return await run_write_once(store, thread, message_id, call, args, run)
+        # At most once, as ours. Its undo record says it cannot be undone, so `fsagent undo`
+        # says so plainly (core/undo.py) rather than pass over it.
+
+        async def cannot_undo() -> None:
+            record = {"undoable": False, "why": CANNOT_UNDO}
+            await store.keep_undo(
+                thread, message_id, call["id"], turn, call["name"], args, record, 0
+            )
+
+        return await run_write_once(store, thread, message_id, call, args, run, cannot_undo)
 
     async def keep() -> None:
         used = await store.undo_bytes(thread)

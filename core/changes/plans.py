@@ -27,6 +27,7 @@ from typing import Any, NamedTuple
 
 from core.approval.policy import Places, path_arguments
 from core.changes.server_reads import ReadError, ask
+from core.tools.tool_groups import other_server
 
 Tools = dict[str, Any]
 Plan = list[dict[str, Any]]  # one entry per path argument, as the server's plan gives them
@@ -67,6 +68,9 @@ def read_kept(value: Any) -> CallPlan:
 
 async def plan_call(call: Mapping[str, Any], tools: Tools) -> CallPlan:
     """The server's plan for a write call, or its one-line reason for giving none."""
+    if other_server(str(call.get("name") or "")) is not None:
+        # Our server plans our calls only: another server's arguments are what it does.
+        return CallPlan(error="another server's call: its arguments are what it does")
     if "plan" not in tools:
         return CallPlan(error="the MCP server offers no plan tool")
     try:

@@ -40,22 +40,46 @@ from store.location import xdg_folder
 
 CONFINE = Path(__file__).with_name("confine.py")
 DESCRIPTION_CHARS = 120  # the router's one line of a server
+ANSWER_CHARS = 256 * 1024  # another server's answer, at most, as our server caps its reads
 
 
-def confined_argv(spec: ServerSpec, roots: Sequence[Path], state_dir: Path) -> list[str]:
+def confined_argv(
+    spec: ServerSpec,
+    roots: Sequence[Path],
+    state_dir: Path,
+    *,
+    read_only: bool = False,
+    present: bool | None = None,
+) -> list[str]:
     """The argv a stdio server is started with: the kernel sandbox around its command
-    (writes only to the roots and its own state folder, no network unless `network = true`)
-    when `sandbox = true` and core/servers/confine.py is there; the plain command otherwise.
-    The one place that decides it."""
+    (core/servers/confine.py: writes only to the roots and its own state folder, no network
+    unless `network = true`) when `sandbox = true` and the launcher is there (`present`,
+    by default whether confine.py is); the plain command otherwise. The one place that
+    decides it. `read_only`: every tool it has is proven read-only (pinned so), so it gets
+    no write right at all: its roots to read, no state folder."""
     plain = [spec.command, *spec.args]
-    if not spec.sandbox or not CONFINE.is_file():
+    if not spec.sandbox or not (CONFINE.is_file() if present is None else present):
         return plain
-    argv = [sys.executable, "-m", "core.servers.confine"]
-    for folder in [*roots, state_dir]:
-        argv += ["--write", str(folder)]
+    if read_only:
+        flags = [f"--read={root}" for root in roots]
+    else:
+        flags = [f"--write={root}" for root in roots] + [f"--state={state_dir}"]
     if spec.network:
-        argv.append("--network")
-    return [*argv, "--", *plain]
+        flags.append("--network")
+    return [sys.executable, "-m", "core.servers.confine", *flags, "--", *plain]
+
+
+def pinned_read_only(spec: ServerSpec, data_folder: Path) -> bool:
+    """Whether every tool of the server, as pinned, is annotated read-only: then the
+    sandbox gives it no write right, so an annotation that lies cannot write. A server never
+    pinned (its first use) is not."""
+    pinned = pins.load_pins(pins.pin_file(data_folder, spec.name))
+    if not pinned:
+        return False
+    return all(
+        (definition.get("annotations") or {}).get("readOnlyHint") is True
+        for definition in pinned.values()
+    )
 
 
 def is_confined(spec: ServerSpec) -> bool:
@@ -128,11 +152,13 @@ def describe(spec: ServerSpec, initialized: types.InitializeResult) -> str:
 async def start_process(
     spec: ServerSpec,
     roots: Sequence[Path],
-    state_dir: Path,
+    data_folder: Path,
     environ: Mapping[str, str],
     verbose: bool,
 ) -> asyncio.subprocess.Process:
-    argv = confined_argv(spec, roots, state_dir)
+    state_dir = state_folder(data_folder, spec)
+    read_only = pinned_read_only(spec, data_folder)
+    argv = confined_argv(spec, roots, state_dir, read_only=read_only)
     errlog: IO[Any] | int | None = None if verbose else asyncio.subprocess.DEVNULL
     make_folder(state_dir)
     try:
@@ -161,10 +187,9 @@ async def open_one(
     verbose: bool,
 ) -> OtherServer:
     """Open one server's session on `stack`; errors propagate (open_servers says them)."""
-    state_dir = state_folder(data_folder, spec)
     process = None
     if spec.transport == "stdio":
-        process = await start_process(spec, roots, state_dir, environ, verbose)
+        process = await start_process(spec, roots, data_folder, environ, verbose)
         read, write = await stack.enter_async_context(session_streams(process))
     else:
         headers = filled_headers(spec, environ)
@@ -210,7 +235,8 @@ def named_tool(spec: ServerSpec, session: ClientSession, tool: types.Tool) -> Ba
 
     async def guarded(**arguments: Any) -> Any:
         try:
-            return await call(**arguments)
+            content, artifact = await call(**arguments)
+            return capped(spec.name, content), artifact
         except ToolException:
             raise
         except Exception as error:
@@ -220,6 +246,22 @@ def named_tool(spec: ServerSpec, session: ClientSession, tool: types.Tool) -> Ba
 
     converted.coroutine = guarded
     return converted
+
+
+def capped(server: str, content: Any) -> Any:
+    """An answer held to ANSWER_CHARS of text, as our server holds its own (its answers are
+    capped at the source): a longer one is cut, and the model is told so."""
+    blocks = content if isinstance(content, list) else [content]
+    texts = [b.get("text", "") if isinstance(b, dict) else str(b) for b in blocks]
+    total = sum(len(text) for text in texts if isinstance(text, str))
+    if total <= ANSWER_CHARS:
+        return content
+    joined = "".join(text for text in texts if isinstance(text, str))
+    return (
+        joined[:ANSWER_CHARS]
+        + f"\n… cut: the MCP server {server} answered {total:,} characters; the first "
+        f"{ANSWER_CHARS:,} are kept. Ask it for less."
+    )
 
 
 class ServerGone(Exception):

@@ -69,6 +69,11 @@ def cancelled() -> str:
     return ",".join(CANCELLED) or "none"
 
 
+@server.tool(description="Answer N characters.", annotations=READ_ONLY)
+def big(characters: int) -> str:
+    return "y" * characters
+
+
 @server.tool(description="Exit mid-call.")
 def die() -> str:
     os._exit(3)

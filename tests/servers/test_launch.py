@@ -13,7 +13,7 @@ from pathlib import Path
 import pytest
 
 from core.servers.config import ServerSpec
-from core.servers.launch import confined_argv, open_servers
+from core.servers.launch import confined_argv, open_servers, pinned_read_only
 from core.tools.tools import call_tool
 
 LITTLE = Path(__file__).with_name("little_server.py")
@@ -69,7 +69,7 @@ def test_include_and_exclude_tools_narrow_what_is_offered(tmp_path: Path) -> Non
 
     assert run(go()) == [
         ["notes__read_note", "notes__write_note"],
-        ["more__cancelled", "more__read_note", "more__wait", "more__write_note"],
+        ["more__big", "more__cancelled", "more__read_note", "more__wait", "more__write_note"],
     ]
 
 
@@ -166,3 +166,58 @@ def test_the_argv_goes_through_one_place_and_is_plain_without_the_sandbox(
         "--repository",
         ".",
     ]
+
+
+def test_the_sandboxed_argv_writes_the_roots_and_state_or_only_reads_a_read_only_server(
+    tmp_path: Path,
+) -> None:
+    git = spec("git", "mcp-server-git", network=True)
+    state = tmp_path / "state"
+    assert confined_argv(git, [tmp_path], state, present=True) == [
+        sys.executable, "-m", "core.servers.confine",
+        f"--write={tmp_path}", f"--state={state}", "--network", "--", "mcp-server-git",
+    ]  # fmt: skip
+    assert confined_argv(git, [tmp_path], state, read_only=True, present=True) == [
+        sys.executable, "-m", "core.servers.confine",
+        f"--read={tmp_path}", "--network", "--", "mcp-server-git",
+    ]  # fmt: skip
+
+
+def test_a_server_pinned_all_read_only_gets_no_write_right(tmp_path: Path) -> None:
+    time = spec("time", sys.executable, "-m", "mcp_server_time")
+    notes = little("notes")
+    data = tmp_path / "data"
+    assert not pinned_read_only(time, data)  # never pinned: its first use
+
+    async def go() -> None:
+        async with open_servers([time, notes], [tmp_path], data, os.environ) as servers:
+            assert [s.problem for s in servers] == [None, None]
+
+    run(go())
+    assert pinned_read_only(time, data)  # both of its tools are annotated read-only
+    assert not pinned_read_only(notes, data)  # write_note is not
+
+
+def test_a_long_answer_is_cut_and_a_50_mb_one_ends_only_that_server(tmp_path: Path) -> None:
+    other = little("other")
+
+    async def go() -> tuple[str, str, str]:
+        servers = [little("little"), other]
+        async with open_servers(servers, [tmp_path], tmp_path / "d", os.environ) as opened:
+            tools = {t.name: t for s in opened for t in s.tools}
+            long, _ = await call_tool(tools["little__big"], {"characters": 1_000_000}, "a")
+            try:
+                await call_tool(tools["little__big"], {"characters": 50_000_000}, "b")
+            except Exception as error:  # the graph's tools step makes it the call's answer
+                gone = str(error)
+            still, _ = await call_tool(tools["other__big"], {"characters": 3}, "c")
+            return str(long), gone, str(still)
+
+    long, gone, still = run(go())  # type: ignore[misc]
+    assert long.endswith(
+        "… cut: the MCP server little answered 1,000,000 characters; the first 262,144 are "
+        "kept. Ask it for less."
+    )
+    assert len(long) < 263_000
+    assert gone.startswith("the MCP server little gave no answer (") and "\n" not in gone
+    assert "yyy" in still
