@@ -19,7 +19,7 @@ import pytest
 from mcp_session import FilesystemServer, RawServer
 from race_pause import Pauses, paused_server
 
-from mcp_servers.race_hook import STEP_PAUSE_ENV
+from mcp_servers.race_hook import CHECKED_PAUSE_ENV, STEP_PAUSE_ENV
 
 # The server as a person's process runs: root, but without the capabilities that let root
 # write into a folder whose bits say no (tests/core/test_fail_closed.py does the same).
@@ -181,34 +181,37 @@ def test_a_folder_copy_stopped_by_a_file_it_cannot_read_removes_its_partial_copy
 def test_a_partial_copy_that_cannot_be_removed_is_kept_in_sight_and_said(
     tmp_path: Path, own_xdg_folders: Path
 ) -> None:
-    """The copy is held before it is put in place; a file of the staged copy is made
-    immutable and the source replaced, so the copy is refused and its removal fails: what is
-    left of it is kept under a visible name the answer gives, never under the temp name."""
+    """The copy is held after its last check, built whole and not yet in place; a file of the
+    staged copy is made immutable and the destination's name taken, so putting it in place
+    fails and its removal fails too: what is left of it is kept under a visible name the answer
+    gives, never under the temp name."""
     root = tmp_path / "root"
     root.mkdir()
     tree(root)
-    with paused_server(tmp_path, root) as (server, pauses):
-        call = pauses.start(server, "copy", source="d", destination="e")
-        pauses.reached("copy", "source")  # the whole copy is built, not yet in place
-        (staged,) = hidden(root)
-        stuck = staged / "sub" / "keep.txt"
-        subprocess.run(["chattr", "+i", str(stuck)], check=True)
-        try:
-            (root / "d").rename(root / "d_old")
-            (root / "d").mkdir()
-            result = pauses.finish(call)
-            (kept,) = [path for path in root.iterdir() if ".fsagent-partial-" in path.name]
-        finally:
-            for path in root.rglob("keep.txt"):
-                subprocess.run(["chattr", "-i", str(path)], check=True)
+    pauses = Pauses(tmp_path / "checked")
+    try:
+        with FilesystemServer([root], env={CHECKED_PAUSE_ENV: str(pauses.folder)}) as server:
+            call = pauses.start(server, "copy", source="d", destination="e")
+            pauses.reached("checked", "copy destination")  # built whole, not yet in place
+            (staged,) = hidden(root)
+            stuck = staged / "sub" / "keep.txt"
+            subprocess.run(["chattr", "+i", str(stuck)], check=True)
+            try:
+                (root / "e").write_text("taken meanwhile\n")
+                result = pauses.finish(call)
+                (kept,) = [path for path in root.iterdir() if ".fsagent-partial-" in path.name]
+            finally:
+                for path in root.rglob("keep.txt"):
+                    subprocess.run(["chattr", "-i", str(path)], check=True)
+    finally:
+        pauses.close()
     assert result.is_error
-    assert result.text.startswith("refused: 'd' changed while this call ran"), result.text
     assert result.text.endswith(
         f"; the partial copy could not be removed (Operation not permitted) and is kept as "
         f"'{kept.name}'"
-    )
+    ), result.text
     assert kept.name.startswith("e.fsagent-partial-") and (kept / "sub" / "keep.txt").exists()
-    assert not (root / "e").exists() and hidden(root) == []
+    assert (root / "e").read_text() == "taken meanwhile\n" and hidden(root) == []
     assert journal_sizes(own_xdg_folders / "data", root) == [0]
 
 
