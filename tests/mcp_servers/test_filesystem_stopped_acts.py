@@ -17,7 +17,7 @@ from pathlib import Path
 
 import pytest
 from mcp_session import FilesystemServer, RawServer
-from race_pause import Pauses, paused_server
+from race_pause import Pauses
 
 from mcp_servers.race_hook import CHECKED_PAUSE_ENV, STEP_PAUSE_ENV
 
