@@ -149,6 +149,7 @@ async def talk(
         strict=settings.strict,
         model_line=display.model_line(agent.choice, agent.context, verbose=settings.verbose),
         sandbox_line=kernel_sandbox_line(agent.server.kernel_sandbox, settings.verbose),
+        instructions=agent.instructions,
         show_reasoning=not settings.hide_reasoning,
         roots=launched.roots,
         roots_note=roots.note,

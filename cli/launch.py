@@ -27,6 +27,7 @@ if TYPE_CHECKING:
     from cli.settings import Settings
     from core.approval.policy import Policy
     from core.context.context import ContextKeeper
+    from core.context.instructions import Instructions
     from core.context.models import ModelChoice
     from core.opening import ThreadParts
     from core.threads.threads import Graph
@@ -87,6 +88,7 @@ class Agent:
     choice: ModelChoice
     context: ContextKeeper
     parts: ThreadParts  # what core.opening opens each thread of this agent with
+    instructions: Instructions  # the project's AGENTS.md, as every request sends it
 
 
 @asynccontextmanager
@@ -100,6 +102,8 @@ async def open_agent(
     from core.context.constrained import CallMode
     from core.context.context import ContextKeeper
     from core.context.counts import ServerCounter
+    from core.context.instructions import Instructions, read_instructions, with_instructions
+    from core.context.prompts import SYSTEM_PROMPT
     from core.opening import ThreadParts
     from core.tools.tool_groups import ALLOWED_TOOLS
     from core.tools.tool_schemas import offered_tools
@@ -122,10 +126,19 @@ async def open_agent(
         # The same tools in every request of the thread (core.context.context says why).
         read_names = ALLOWED_TOOLS | {tool.name for tool in others}
         offered = offered_tools(tools, read_names if settings.read_only else None)
+        # The person's AGENTS.md, read once: the same bytes after the system prompt in every
+        # request (core.context.instructions).
+        context_length = loaded.budget.context_length if loaded.budget else None
+        instructions = (
+            read_instructions(launched.roots[0], context_length)
+            if settings.instructions
+            else Instructions()
+        )
         context = ContextKeeper(
             loaded.chat_model,
             offered,
             budget=loaded.budget,
+            system_prompt=with_instructions(SYSTEM_PROMPT, instructions),
             max_tokens=loaded.max_tokens,
             text_calls=settings.text_calls,
             calls=CallMode(settings.constrain_calls, no_tools=loaded.choice.no_tools),
@@ -144,7 +157,9 @@ async def open_agent(
             )  # fmt: skip
         parts = ThreadParts(app, store, settings.base_url, tools, context, settings.verbose)
         try:
-            yield Agent(app, tools, launched.policy, server, loaded.choice, context, parts)
+            yield Agent(
+                app, tools, launched.policy, server, loaded.choice, context, parts, instructions
+            )
         finally:
             if context.counter is not None:
                 await context.counter.close()

@@ -28,6 +28,7 @@ OPTION_DEFAULTS: dict[str, Any] = {
     "context_length": None, "max_tokens": None, "hide_reasoning": False,
     "no_text_calls": False, "record": None, "replay": None, "prompt": None,
     "constrain_calls": None, "mcp_config": None, "accept_project_servers": False,
+    "no_instructions": False,
 }  # fmt: skip
 
 
@@ -196,6 +197,13 @@ def add_model_options(parser: Options) -> None:
         "so a small model's calls are valid: on, off, or auto (default: on when the server "
         "says the model has no tool support, or once it has written calls as text or "
         "malformed them twice in a thread); env FSAGENT_CONSTRAIN_CALLS",
+    )
+    parser.add_argument(
+        "--no-instructions",
+        action="store_true",
+        default=SUPPRESS,
+        help="do not send the project's AGENTS.md files (the first root's and its parents' up "
+        "to the repository's top) to the model",
     )
 
 

@@ -60,6 +60,7 @@ class Settings:
     prompt: str | None = None  # -p: one turn, printed, then exit
     mcp_config: Path | None = None  # --mcp-config: other servers in {"mcpServers": ...}
     accept_project_servers: bool = False  # start (and remember) a project's servers
+    instructions: bool = True  # send the person's AGENTS.md (core.context.instructions)
 
 
 @dataclass(frozen=True)
@@ -153,6 +154,7 @@ def settings_from_args(
         prompt=args.prompt,
         mcp_config=Path(args.mcp_config).expanduser() if args.mcp_config else None,
         accept_project_servers=args.accept_project_servers,
+        instructions=not args.no_instructions,
     )
 
 
