@@ -60,7 +60,7 @@ def sandbox_lines(specs: list[ServerSpec], require: bool) -> None:
     for spec in specs:
         if spec.transport != "stdio" or is_confined(spec):
             continue
-        why = "sandbox = false" if not spec.sandbox else "the sandbox launcher is not installed"
+        why = "sandbox = false" if not spec.sandbox else "this kernel has no Landlock"
         if require:
             raise StartupError(
                 f"--require-kernel-sandbox: MCP server {spec.name} ({spec.source}) would run "

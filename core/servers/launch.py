@@ -10,14 +10,15 @@ one line naming it (the graph's tools step turns the error into the call's answe
 A stdio server is started as ours is (core/tools/server_process.py): its own process group,
 out of the terminal's Ctrl-C, its stderr shown only with --verbose, stopped by closing its
 stdin, then terminate, then kill. Its argv goes through `confined_argv`, the one place the
-kernel sandbox (core/servers/confine.py, when present) is put around it.
+kernel sandbox (core/servers/confine.py, where the kernel has Landlock) is put around it.
 """
 
 from __future__ import annotations
 
 import asyncio
 import contextlib
-import sys
+import os
+import shutil
 from collections.abc import AsyncIterator, Mapping, Sequence
 from contextlib import AsyncExitStack
 from dataclasses import dataclass, field
@@ -31,14 +32,15 @@ from mcp import ClientSession, types
 from mcp.client.streamable_http import streamablehttp_client
 
 from core.errors import StartupError, first_leaf
-from core.servers import gate, pins
+from core.servers import gate, pins, sandbox_rules
 from core.servers.config import ServerSpec, exposed_name, filled_headers
+from core.servers.confine import launcher_argv
 from core.text import visible
 from core.tools.mcp_stdio import session_streams
 from core.tools.server_process import LINE_LIMIT
+from mcp_servers.kernel_sandbox import abi_cap, kernel_abi
 from store.location import xdg_folder
 
-CONFINE = Path(__file__).with_name("confine.py")
 DESCRIPTION_CHARS = 120  # the router's one line of a server
 ANSWER_CHARS = 256 * 1024  # another server's answer, at most, as our server caps its reads
 
@@ -53,20 +55,22 @@ def confined_argv(
 ) -> list[str]:
     """The argv a stdio server is started with: the kernel sandbox around its command
     (core/servers/confine.py: writes only to the roots and its own state folder, no network
-    unless `network = true`) when `sandbox = true` and the launcher is there (`present`,
-    by default whether confine.py is); the plain command otherwise. The one place that
+    unless `network = true`) when `sandbox = true` and the kernel can hold it (`present`, by
+    default whether it has Landlock); the plain command otherwise. The one place that
     decides it. `read_only`: every tool it has is proven read-only (pinned so), so it gets
     no write right at all: its roots to read, no state folder."""
     plain = [spec.command, *spec.args]
-    if not spec.sandbox or not (CONFINE.is_file() if present is None else present):
+    if not spec.sandbox or not (kernel_holds() if present is None else present):
         return plain
     if read_only:
-        flags = [f"--read={root}" for root in roots]
-    else:
-        flags = [f"--write={root}" for root in roots] + [f"--state={state_dir}"]
-    if spec.network:
-        flags.append("--network")
-    return [sys.executable, "-m", "core.servers.confine", *flags, "--", *plain]
+        return launcher_argv(plain, reads=roots, network=spec.network)
+    return launcher_argv(plain, writes=roots, state=state_dir, network=spec.network)
+
+
+def kernel_holds() -> bool:
+    """Whether this kernel can put a server in the sandbox: Landlock, at any ABI
+    (`FSAGENT_LANDLOCK_ABI=0` says none, for tests, as it does for our own server)."""
+    return kernel_abi()[0] > 0 and abi_cap() != 0
 
 
 def pinned_read_only(spec: ServerSpec, data_folder: Path) -> bool:
@@ -84,13 +88,13 @@ def pinned_read_only(spec: ServerSpec, data_folder: Path) -> bool:
 
 def is_confined(spec: ServerSpec) -> bool:
     """Whether `confined_argv` puts the kernel sandbox around this server."""
-    return spec.transport == "stdio" and spec.sandbox and CONFINE.is_file()
+    return spec.transport == "stdio" and spec.sandbox and kernel_holds()
 
 
-def state_folder(data_folder: Path, spec: ServerSpec) -> Path:
-    """The folder a server may write besides the roots (its caches, a memory file):
-    `$XDG_DATA_HOME/fsagent/servers/NAME`."""
-    return data_folder / "servers" / spec.name
+def state_folder(spec: ServerSpec, environ: Mapping[str, str]) -> Path:
+    """The folder a server may write besides the roots (its caches, a memory file), the
+    sandbox's rule: `$XDG_STATE_HOME/fsagent/servers/NAME` (core/servers/sandbox_rules.py)."""
+    return sandbox_rules.state_folder(spec.name, environ)
 
 
 def make_folder(folder: Path) -> None:
@@ -156,10 +160,15 @@ async def start_process(
     environ: Mapping[str, str],
     verbose: bool,
 ) -> asyncio.subprocess.Process:
-    state_dir = state_folder(data_folder, spec)
+    state_dir = state_folder(spec, environ)
     read_only = pinned_read_only(spec, data_folder)
     argv = confined_argv(spec, roots, state_dir, read_only=read_only)
     errlog: IO[Any] | int | None = None if verbose else asyncio.subprocess.DEVNULL
+    env, cwd = {**environ, **spec.env}, spec.cwd or str(roots[0])
+    # Found here, not by the sandbox's launcher: its exec would fail where no one reads it,
+    # and the session would say only that the connection closed.
+    if not runnable(spec.command, env, cwd):
+        raise StartupError(f"no such command {spec.command!r}")
     make_folder(state_dir)
     try:
         return await asyncio.create_subprocess_exec(
@@ -167,8 +176,8 @@ async def start_process(
             stdin=asyncio.subprocess.PIPE,
             stdout=asyncio.subprocess.PIPE,
             stderr=errlog,
-            env={**environ, **spec.env},
-            cwd=spec.cwd or str(roots[0]),
+            env=env,
+            cwd=cwd,
             limit=LINE_LIMIT,
             process_group=0,  # out of the terminal's Ctrl-C, as ours (server_process.py)
         )
@@ -176,6 +185,14 @@ async def start_process(
         raise StartupError(f"no such command {spec.command!r}") from None
     except OSError as error:
         raise StartupError(f"cannot run {spec.command!r}: {error.strerror or error}") from None
+
+
+def runnable(command: str, env: Mapping[str, str], cwd: str) -> bool:
+    """Whether `command` names a program the server's start can run: on its PATH, or a path
+    from its working folder."""
+    if "/" in command:
+        return os.access(os.path.join(cwd, command), os.X_OK)
+    return shutil.which(command, path=env.get("PATH", os.defpath)) is not None
 
 
 async def open_one(
