@@ -13,7 +13,7 @@ from pathlib import Path
 import pytest
 
 from core.servers.config import ServerSpec
-from core.servers.launch import confined_argv, open_servers, pinned_read_only
+from core.servers.launch import confined_argv, is_confined, open_servers, pinned_read_only
 from core.tools.tools import call_tool
 
 LITTLE = Path(__file__).with_name("little_server.py")
@@ -181,6 +181,19 @@ def test_the_sandboxed_argv_writes_the_roots_and_state_or_only_reads_a_read_only
         sys.executable, "-m", "core.servers.confine",
         f"--read={tmp_path}", "--network", "--", "mcp-server-git",
     ]  # fmt: skip
+
+
+def test_without_landlock_a_server_runs_plain_and_says_so(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Where the kernel has no Landlock (FSAGENT_LANDLOCK_ABI=0 stands for it), the sandbox
+    is not put around a server (its launcher would refuse it) and the start says so."""
+    git = spec("git", "mcp-server-git")
+    assert is_confined(git)
+    assert confined_argv(git, [tmp_path], tmp_path / "state")[1:3] == ["-m", "core.servers.confine"]
+    monkeypatch.setenv("FSAGENT_LANDLOCK_ABI", "0")
+    assert not is_confined(git)
+    assert confined_argv(git, [tmp_path], tmp_path / "state") == ["mcp-server-git"]
 
 
 def test_a_server_pinned_all_read_only_gets_no_write_right(tmp_path: Path) -> None:
