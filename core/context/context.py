@@ -299,13 +299,11 @@ class ContextKeeper:
         template, so a changed list makes the server read the whole history again (1,142
         and 1,321 tokens on two switches of a 2048 thread, issue 43), while keeping a
         route's tools costs their schemas once (general with filesystem's: ~350 tokens
-        more), and a thread's list changes at most once a route. Only while they are no
-        more than the largest route's own (by our estimate, which never changes, so neither
-        does the choice): a fixed part that grows leaves the conversation less room, and on
-        a 2048 context filesystem's and search's tools together (~900 real tokens against
-        815 and 549) made every turn compact on a real llama.cpp, where each route's own
-        compacted every third (docs/performance.md, issue 43). So general and search keep
-        each other's tools, and a switch to or from filesystem offers the route's own."""
+        more), and a thread's list changes at most once a route. Only while they leave room:
+        tools that would take more than half of what a request may hold (by our estimate,
+        which never changes, so neither does the choice) are not kept, and the route offers
+        its own (on 2048, general's and filesystem's together, ~881 of 1,792; not all seven,
+        ~995)."""
         taken = {
             str(message.additional_kwargs.get(ROUTE_KEY))
             for message in messages
@@ -317,18 +315,11 @@ class ContextKeeper:
         """ContextKeeper.offered, once the thread took the routes `taken`."""
         wanted = {name for r in taken | {route} for name in SMALL_CONTEXT_TOOLS.get(r, ())}
         kept = tuple(t for t in self.tools if tool_name(t) in wanted)
-        if tool_tokens(kept) <= self.largest_route_tools:
+        estimated = tool_tokens(kept) + MESSAGE_OVERHEAD + estimate_text(self.system_prompt)
+        if self.budget is not None and estimated <= self.budget.prompt_limit // 2:
             return kept
         own = SMALL_CONTEXT_TOOLS.get(route, ())
         return tuple(t for t in self.tools if tool_name(t) in own)
-
-    @property
-    def largest_route_tools(self) -> int:
-        """Our estimate of the largest tool set one route offers on a small context."""
-        return max(
-            tool_tokens([t for t in self.tools if tool_name(t) in own])
-            for own in SMALL_CONTEXT_TOOLS.values()
-        )
 
     def system_text(self, summary: Summary | None, shape: Shape | None = None) -> str:
         text = self.system_prompt
