@@ -29,6 +29,7 @@ from typing import Any
 import pytest
 from mcp_session import PORTABLE_ENV, FilesystemServer, Result
 from race_pause import Pauses
+from tree_entries import entries
 
 from mcp_servers.kernel_sandbox import ABI_ENV, abi_cap, kernel_abi
 from mcp_servers.race_hook import CHECKED_PAUSE_ENV, PAUSE_ENV, STEP_PAUSE_ENV
@@ -153,20 +154,8 @@ def swap(kind: str, folder: Path, swapped: str, outside: Path) -> None:
 
 
 def snapshot(top: Path) -> dict[str, Any]:
-    """Every entry below `top`, hidden ones and our temp names included: a file's bytes, a
-    link's text, a folder's presence."""
-    seen: dict[str, Any] = {}
-    for current, dirs, files in os.walk(top):
-        for name in dirs + files:
-            path = Path(current, name)
-            relative = str(path.relative_to(top))
-            if path.is_symlink():
-                seen[relative] = ("link", os.readlink(path))
-            elif path.is_dir():
-                seen[relative] = "folder"
-            else:
-                seen[relative] = path.read_bytes()
-    return seen
+    """Every entry below `top`, hidden ones and our temp names included."""
+    return entries(top)
 
 
 def as_left(before: dict[str, Any], kind: str, swapped: str, tmp_path: Path) -> dict[str, Any]:
