@@ -14,13 +14,13 @@ To take a yes back: delete that file (every yes goes), or the line of the server
 
 from __future__ import annotations
 
-import json
 import os
 from collections.abc import Iterable, Mapping
 from pathlib import Path
 
 from core.errors import StartupError
 from core.servers.config import ServerSpec
+from core.servers.records import NO_FILE, read_json, write_json
 from store.location import xdg_folder
 
 RECORD = "accepted-servers.json"
@@ -36,15 +36,13 @@ def key_of(spec: ServerSpec) -> str:
 
 
 def read_record(path: Path) -> dict[str, str]:
-    try:
-        data = json.loads(path.read_text(encoding="utf-8"))
-    except FileNotFoundError:
+    data = read_json(
+        path,
+        "the accepted servers",
+        "delete it, and fsagent asks about each project's servers again",
+    )
+    if data is NO_FILE:
         return {}
-    except (OSError, UnicodeDecodeError, json.JSONDecodeError) as error:
-        raise StartupError(
-            f"{path}: the accepted servers cannot be read ({error}); delete it, and "
-            "fsagent asks about each project's servers again"
-        ) from None
     if not isinstance(data, dict) or not all(isinstance(v, str) for v in data.values()):
         raise StartupError(
             f"{path}: not a record of accepted servers; delete it, and fsagent asks about "
@@ -89,7 +87,4 @@ def forget(spec: ServerSpec, path: Path) -> bool:
 
 
 def write_record(path: Path, record: Mapping[str, str]) -> None:
-    path.parent.mkdir(parents=True, exist_ok=True)
-    temp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
-    temp.write_text(json.dumps(dict(record), indent=1, sort_keys=True) + "\n", encoding="utf-8")
-    os.replace(temp, path)
+    write_json(path, dict(record))

@@ -24,7 +24,6 @@ from __future__ import annotations
 
 import hashlib
 import json
-import os
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -33,6 +32,7 @@ from typing import Any, Literal
 from mcp import types
 
 from core.errors import StartupError
+from core.servers.records import NO_FILE, read_json, write_json
 from core.text import visible
 
 Status = Literal["pinned", "first", "added", "changed"]
@@ -78,15 +78,9 @@ class Pin:
 
 def load_pins(path: Path) -> dict[str, dict[str, Any]] | None:
     """The pinned definitions by tool name; None when the server was never pinned."""
-    try:
-        data = json.loads(path.read_text(encoding="utf-8"))
-    except FileNotFoundError:
+    data = read_json(path, "the server's pinned tools", "delete it to pin the server again")
+    if data is NO_FILE:
         return None
-    except (OSError, UnicodeDecodeError, json.JSONDecodeError) as error:
-        raise StartupError(
-            f"{path}: the server's pinned tools cannot be read ({error}); delete it to pin "
-            "the server again"
-        ) from None
     if not isinstance(data, dict) or not all(isinstance(v, dict) for v in data.values()):
         raise StartupError(f"{path}: not a file of pinned tools; delete it to pin the server again")
     return data
@@ -142,11 +136,7 @@ def shown(value: Any) -> str:
 
 def record(path: Path, listed: Sequence[types.Tool]) -> None:
     """Pin these definitions (the server's first use). Written whole, then renamed."""
-    path.parent.mkdir(parents=True, exist_ok=True)
-    data = {tool.name: definition(tool) for tool in listed}
-    temp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
-    temp.write_text(json.dumps(data, indent=1, sort_keys=True) + "\n", encoding="utf-8")
-    os.replace(temp, path)
+    write_json(path, {tool.name: definition(tool) for tool in listed})
 
 
 def lines(server: str, held: Sequence[Pin], path: Path) -> list[str]:
