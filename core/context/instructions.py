@@ -24,7 +24,7 @@ import stat
 from dataclasses import dataclass
 from pathlib import Path
 
-from core.context.budget import estimate_text
+from core.context.budget import CHARS_PER_TOKEN, estimate_text
 
 INSTRUCTIONS_FILE = "AGENTS.md"
 # The instructions' share of the context: at most an eighth.
@@ -94,8 +94,8 @@ def read_instructions(first_root: Path, context_length: int | None) -> Instructi
     """The instructions for a session acting in `first_root`, held to an eighth of the
     context."""
     limit = instruction_limit(context_length)
-    # No file needs more characters than the whole budget could send (a token per 3).
-    most = limit * 3 + 1
+    # No file needs more characters than the whole budget could send.
+    most = limit * CHARS_PER_TOKEN + 1
     root = Path(os.path.realpath(first_root))
     files = []
     for path in instruction_paths(root):
@@ -123,7 +123,7 @@ def cut_to(body: str, limit: int) -> str:
     """The header and as much of `body` as fits `limit` with the marker, cut at a line's end
     where there is one; "" when not even the header and the marker fit."""
     frame = f"{HEADER}\n\n\n{marker(limit)}"
-    room = (limit - estimate_text(frame)) * 3  # estimate_text: a token per 3 characters
+    room = (limit - estimate_text(frame)) * CHARS_PER_TOKEN
     if room <= 0:
         return ""
     kept = body[:room]
