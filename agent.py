@@ -56,6 +56,8 @@ from cli.options import (
 )
 from cli.regress import regress_command
 from cli.serve import serve_command
+from cli.servers_command import ACTIONS as SERVER_ACTIONS
+from cli.servers_command import servers_command
 from cli.settings import DEFAULT_SERVE_HOST, DEFAULT_SERVE_PORT, Settings, settings_from_args
 from cli.threads import threads_command
 from cli.undo import undo_command
@@ -73,6 +75,7 @@ EXIT_CODES = (
 
 COMMAND_NAMES = (
     "threads", "approvals", "approve", "deny", "undo", "audit", "serve", "regress", "migrate-db",
+    "servers",
 )  # fmt: skip
 
 
@@ -172,6 +175,26 @@ def build_parser() -> argparse.ArgumentParser:
         approvals_command,
         *store_options,
     )
+
+    servers = command(
+        "servers",
+        "your other MCP servers: list them (where each is written, accepted, pinned); accept "
+        "or revoke a project's server; repin one",
+        servers_command,
+        add_verbose_option,
+        add_root_options,
+    )
+    servers.add_argument(
+        "action",
+        nargs="?",
+        default="list",
+        choices=SERVER_ACTIONS,
+        help="list (default) the configured servers; accept NAME starts a project's server "
+        "from now on, as written now; revoke NAME takes that yes back; repin NAME forgets "
+        "the server's pinned tool definitions, accepting the changed ones (the next start "
+        "pins them as listed then)",
+    )
+    servers.add_argument("name", nargs="?", help="the server, for accept, revoke and repin")
 
     migrate = command(
         "migrate-db",
@@ -307,6 +330,9 @@ def parse_command_line(argv: list[str] | None) -> argparse.Namespace:
     if command == "threads" and args.action != "list" and not args.name:
         action = args.action
         usage_error(f"threads {action} needs a thread name: fsagent threads {action} NAME")
+    if command == "servers" and args.action != "list" and not args.name:
+        action = args.action
+        usage_error(f"servers {action} needs a server's name: fsagent servers {action} NAME")
     for name, value in OPTION_DEFAULTS.items():
         if not hasattr(args, name):
             setattr(args, name, value)

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import dataclasses
 import io
 import os
 import sys
@@ -70,6 +71,11 @@ def prompt_early(settings: Settings, screen: str, transcript: Any) -> EarlyPromp
     found = early_thread(settings.db, settings.thread, roots, settings.roots_given)
     if found is None:
         return None
+    from cli.servers import waiting_for_a_yes
+
+    thread_settings = dataclasses.replace(settings, policy=settings.policy or found.policy)
+    if waiting_for_a_yes(thread_settings, found.roots):
+        return None  # a project's server is asked about first, as acting in other roots is
     # Read again by launch(): a bad rules file stops fsagent here, as it would there.
     policy = load_policy(settings.policy or found.policy, list(found.roots))
     term = open_terminal(screen, transcript, root_redactions(found.roots), imported=HEAVY_IMPORTED)

@@ -6,12 +6,13 @@ each started (core.servers.launch), its lines said on stderr, its tools handed o
 from __future__ import annotations
 
 import os
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Sequence
 from contextlib import asynccontextmanager
 from pathlib import Path
 from typing import TYPE_CHECKING
 
 from cli.complaints import complain
+from cli.server_acceptance import settle
 from core.errors import StartupError
 
 if TYPE_CHECKING:
@@ -21,34 +22,49 @@ if TYPE_CHECKING:
     from core.servers.config import ServerSpec
 
 
-def configured(settings: Settings, roots: list[Path]) -> list[ServerSpec]:
-    """Every server configured, and only those a project's file may start: each of its
-    entries the person has not accepted as written is said in one line and left out."""
-    from core.approval.policy import POLICY_FILE
-    from core.servers import acceptance
+def all_configured(settings: Settings, roots: Sequence[Path]) -> list[ServerSpec]:
+    """Every server configured, accepted or not: config.toml, --mcp-config, then the
+    project's file (--policy, or the first root's fsagent.toml)."""
     from core.servers.config import configured_servers
     from core.user_config import config_path
 
-    project = settings.policy if settings.policy is not None else roots[0] / POLICY_FILE
-    specs = configured_servers(
+    project = project_file(settings, roots)
+    return configured_servers(
         config_path(os.environ), project if project.is_file() else None, settings.mcp_config
     )
+
+
+def project_file(settings: Settings, roots: Sequence[Path]) -> Path:
+    from core.approval.policy import POLICY_FILE
+
+    return settings.policy if settings.policy is not None else roots[0] / POLICY_FILE
+
+
+def waiting_for_a_yes(settings: Settings, roots: Sequence[Path]) -> bool:
+    """Whether a project's server waits to be accepted (asked at a terminal, so the session
+    takes the usual start, not the early prompt). A file that cannot be read is left to the
+    usual start, which says so."""
+    from core.servers import acceptance
+
+    try:
+        specs = all_configured(settings, roots)
+        record = acceptance.read_record(acceptance.record_path(os.environ))
+    except StartupError:
+        return True
+    return bool(acceptance.unaccepted(specs, record))
+
+
+def configured(settings: Settings, roots: list[Path]) -> list[ServerSpec]:
+    """Every server configured, and only those a project's file may start: each of its
+    entries the person has not accepted as written is asked about at a terminal, and said in
+    one line and left out from a pipe (cli.server_acceptance)."""
+    from core.servers import acceptance
+
+    specs = all_configured(settings, roots)
     record_file = acceptance.record_path(os.environ)
     waiting = acceptance.unaccepted(specs, acceptance.read_record(record_file))
-    if settings.accept_project_servers:
-        for spec in waiting:
-            acceptance.accept(spec, record_file)
-            complain(f"{spec.where()}: accepted; its yes is kept in {record_file}")
-        waiting = []
-    record = acceptance.read_record(record_file)
-    for spec in waiting:
-        changed = (
-            " changed since you accepted it and" if acceptance.was_changed(spec, record) else ""
-        )
-        complain(
-            f"{spec.where()}:{changed} not started: a project's server starts only once you "
-            f"accept it (run with --accept-project-servers; {record_file} keeps the yes)"
-        )
+    accepted = settle(waiting, record_file, roots, accept_all=settings.accept_project_servers)
+    waiting = [spec for spec in waiting if spec not in accepted]
     return [spec for spec in specs if spec.enabled and spec not in waiting]
 
 

@@ -9,7 +9,7 @@ file's real path and the server's name. An entry that changes in any way has ano
 and is asked about again. The person's own config.toml and a file they name with
 --mcp-config need no yes: they wrote or chose them.
 
-To take a yes back: delete that file (every yes goes), or the line of the server in it.
+To take a yes back: `fsagent servers revoke NAME` (or delete that file: every yes goes).
 """
 
 from __future__ import annotations
@@ -31,8 +31,12 @@ def record_path(environ: Mapping[str, str]) -> Path:
 
 
 def key_of(spec: ServerSpec) -> str:
+    return key(spec.source, spec.name)
+
+
+def key(project_file: Path, name: str) -> str:
     # The real path: the same project reached through a symlink is the same project.
-    return f"{os.path.realpath(spec.source)}#{spec.name}"
+    return f"{os.path.realpath(project_file)}#{name}"
 
 
 def read_record(path: Path) -> dict[str, str]:
@@ -78,12 +82,24 @@ def accept(spec: ServerSpec, path: Path) -> None:
 
 
 def forget(spec: ServerSpec, path: Path) -> bool:
-    """Take back the yes to this server; whether there was one."""
+    """Take back the yes to this entry; whether there was one."""
+    return revoke(spec.source, spec.name, path)
+
+
+def revoke(project_file: Path, name: str, path: Path) -> bool:
+    """Take back the yes to the server `name` of this project's file (`fsagent servers
+    revoke`); whether there was one. By the key alone: a file broken or gone since can
+    still have its yes taken back."""
     record = read_record(path)
-    if record.pop(key_of(spec), None) is None:
+    if record.pop(key(project_file, name), None) is None:
         return False
     write_record(path, record)
     return True
+
+
+def accepted_in(name: str, record: Mapping[str, str]) -> list[str]:
+    """The project files that hold a yes to a server of this name."""
+    return sorted(key.rpartition("#")[0] for key in record if key.rpartition("#")[2] == name)
 
 
 def write_record(path: Path, record: Mapping[str, str]) -> None:

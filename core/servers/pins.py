@@ -16,8 +16,8 @@ At each start the listed tools are held against the pins:
 - `added`: a tool the pins do not have; `changed`: one whose definition differs. Both are
   treated as new: asked about on every call (a read-only claim is not trusted), grants given
   under the old definition void (a grant carries the digest), and what changed is said in one
-  line. The person accepts the new definitions by deleting the pin file, which pins the server
-  again at the next start.
+  line. The person accepts the new definitions with `fsagent servers repin NAME` (which deletes
+  the pin file), and the next start pins the server again.
 """
 
 from __future__ import annotations
@@ -139,6 +139,16 @@ def record(path: Path, listed: Sequence[types.Tool]) -> None:
     write_json(path, {tool.name: definition(tool) for tool in listed})
 
 
+def forget(path: Path) -> bool:
+    """Forget a server's pins (`fsagent servers repin`): its next start pins it again as it
+    lists its tools then. Whether there were any."""
+    try:
+        path.unlink()
+    except FileNotFoundError:
+        return False
+    return True
+
+
 def lines(server: str, held: Sequence[Pin], path: Path) -> list[str]:
     """One line for each tool that is not as pinned, saying what changed and what to do."""
     said = []
@@ -147,11 +157,13 @@ def lines(server: str, held: Sequence[Pin], path: Path) -> list[str]:
             what = "; ".join(pin.changed)
             said.append(
                 f"MCP server {server}: {pin.tool} changed since it was pinned ({what}); every "
-                f"call is asked as a new tool's; accept it by deleting {path}"
+                f"call is asked as a new tool's; accept it with `fsagent servers repin {server}` "
+                f"(it forgets {path})"
             )
         elif pin.status == "added":
             said.append(
                 f"MCP server {server}: {pin.tool} is new since the server was pinned; every "
-                f"call is asked as a new tool's; accept it by deleting {path}"
+                f"call is asked as a new tool's; accept it with `fsagent servers repin {server}` "
+                f"(it forgets {path})"
             )
     return [visible(line) for line in said]
