@@ -4,8 +4,10 @@ model (`git__git_status`), one line for any server that cannot be used.
 
 A server that fails to start, does not answer `initialize` in its `startup_timeout`, exits,
 or answers garbage is one line naming it (`OtherServer.problem`); its tools are not offered,
-and the session and the other servers go on. A server that dies later answers each call with
-one line naming it (the graph's tools step turns the error into the call's answer).
+and the session and the other servers go on. The servers start side by side, each in a task
+of its own, so a slow one costs its own wait and not the others'. A server that dies later
+answers each call with one line naming it (the graph's tools step turns the error into the
+call's answer).
 
 A stdio server is started as ours is (core/tools/server_process.py): its own process group,
 out of the terminal's Ctrl-C, its stderr shown only with --verbose, stopped by closing its
@@ -306,25 +308,60 @@ async def open_servers(
     *,
     verbose: bool = False,
 ) -> AsyncIterator[list[OtherServer]]:
-    """Every enabled server opened, one after the other; each that cannot be used is kept
-    with its `problem` line and no tools. On exit every server is stopped."""
-    async with AsyncExitStack() as outer:
-        servers = []
-        for spec in specs:
-            if not spec.enabled:
-                continue
-            stack = AsyncExitStack()
-            try:
-                server = await open_one(spec, stack, roots, data_folder, environ, verbose)
-            except (Exception, BaseExceptionGroup) as error:
-                # Its own contexts only, closed in the order they opened: the others go on.
-                with contextlib.suppress(Exception, BaseExceptionGroup):
-                    await stack.aclose()
-                servers.append(OtherServer(spec, problem=failure(spec, error)))
-                continue
-            outer.push_async_callback(stack.aclose)
-            servers.append(server)
+    """Every enabled server opened, all at once (a start is mostly waiting: for a process to
+    import, for `initialize`); each that cannot be used is kept with its `problem` line and
+    no tools, in the order configured. On exit every server is stopped.
+
+    Each server is held by a task of its own, which opens it, hands it over, waits for the
+    stop and closes it: the SDK's sessions are anyio task groups, which must be left by the
+    task that entered them."""
+    stop = asyncio.Event()
+    loop = asyncio.get_running_loop()
+    held = []
+    for spec in specs:
+        if not spec.enabled:
+            continue
+        ready: asyncio.Future[OtherServer] = loop.create_future()
+        task = asyncio.create_task(
+            hold_server(spec, ready, stop, roots, data_folder, environ, verbose)
+        )
+        held.append((ready, task))
+    try:
+        servers = [await ready for ready, _ in held]
         yield servers
+    finally:
+        stop.set()
+        tasks = [task for _, task in held]
+        if any(not ready.done() for ready, _ in held):  # cut off while they started
+            for task in tasks:
+                task.cancel()
+        await asyncio.gather(*tasks, return_exceptions=True)
+
+
+async def hold_server(
+    spec: ServerSpec,
+    ready: asyncio.Future[OtherServer],
+    stop: asyncio.Event,
+    roots: Sequence[Path],
+    data_folder: Path,
+    environ: Mapping[str, str],
+    verbose: bool,
+) -> None:
+    """Open one server, hand it over through `ready` (with its one line when it cannot be
+    used: the others go on), keep it until `stop`, then close what it opened, in the order
+    it opened."""
+    stack = AsyncExitStack()
+    try:
+        try:
+            server = await open_one(spec, stack, roots, data_folder, environ, verbose)
+        except (Exception, BaseExceptionGroup) as error:
+            ready.set_result(OtherServer(spec, problem=failure(spec, error)))
+            return
+        ready.set_result(server)
+        await stop.wait()
+    finally:
+        with contextlib.suppress(Exception, BaseExceptionGroup):
+            await stack.aclose()
 
 
 async def server_problem(server: OtherServer) -> str | None:

@@ -8,7 +8,8 @@ Tools: `read_note` (annotated read-only), `write_note` (no annotations: a write)
 mid-call). Notes live in $LITTLE_NOTES.
 $LITTLE_DESCRIPTION, when set, is `read_note`'s description (a server that changes a tool
 between two sessions); $LITTLE_READ_ONLY_WRITE=1 annotates `write_note` read-only (a tool
-that newly claims it).
+that newly claims it). With $LITTLE_MEET naming a FIFO, it starts only once another little
+server (`--meet-first` reads it, any other writes it) starts too.
 """
 
 from __future__ import annotations
@@ -80,6 +81,12 @@ def die() -> str:
 
 
 def main() -> None:
+    meet = os.environ.get("LITTLE_MEET")
+    if meet:  # two servers that can start only together: each waits at the FIFO for the other
+        if "--meet-first" in sys.argv:
+            Path(meet).read_text(encoding="utf-8")
+        else:
+            Path(meet).write_text("met\n", encoding="utf-8")
     if "--die-at-start" in sys.argv:
         sys.exit(5)
     if "--garbage" in sys.argv:

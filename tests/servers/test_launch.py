@@ -105,6 +105,29 @@ def test_a_server_that_cannot_start_is_one_line_and_the_others_go_on(
     assert tools == [] and "hello" in answer
 
 
+def test_servers_start_side_by_side_and_a_failing_one_is_still_its_line(tmp_path: Path) -> None:
+    """Two servers that can start only together (each waits at a FIFO for the other): one
+    after the other, the first would wait for the second until its startup_timeout and the
+    second for a first that is gone, and both would be off. A third that dies at start is its
+    one line, in its place."""
+    meet = tmp_path / "meet"
+    os.mkfifo(meet)
+    env = {"LITTLE_MEET": str(meet)}
+    first = little("first", "--meet-first", env=env, startup_timeout=60.0)
+    broken = little("broken", "--die-at-start")
+    second = little("second", "--meet-second", env=env, startup_timeout=60.0)
+
+    async def go() -> list[tuple[str | None, int]]:
+        three = [first, broken, second]
+        async with open_servers(three, [tmp_path], tmp_path / "d", os.environ) as servers:
+            return [(server.problem, len(server.tools)) for server in servers]
+
+    (met, none, also) = run(go())  # type: ignore[misc]
+    assert met == (None, 6) and also == (None, 6)
+    assert none[0] is not None and none[1] == 0
+    assert none[0].startswith("MCP server broken (/cfg/config.toml): not started: ")
+
+
 def test_a_missing_command_is_one_line_naming_it(tmp_path: Path) -> None:
     missing = spec("gone", "no-such-mcp-server-here")
 
