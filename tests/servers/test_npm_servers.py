@@ -176,3 +176,37 @@ def test_read_only_offers_only_the_everything_servers_read_only_tools(
     assert not {"everything__gzip-file-as-resource", "everything__toggle-simulated-logging"} & (
         names
     )
+
+
+def test_fsagent_approvals_and_approve_name_the_server_and_approve_runs_the_call(
+    workspace: Workspace, own_xdg_folders: Path
+) -> None:
+    memory = with_memory(own_xdg_folders)
+    drop = tool_call("memory__delete_entities", {"entityNames": ["No\x1b[2Jbody"]}, "c_drop")
+    make = tool_call("memory__create_entities", ADA, "c_make")
+    with FakeLLM(
+        [reply(tool_calls=[make, drop]), text("Remembered.")], auto_route="general"
+    ) as llm:
+        paused = workspace.run(llm.base_url, "remember Ada\n")
+        assert paused.returncode == 3, paused.stderr
+        listed = workspace.run(llm.base_url, "", "approvals", thread=None)
+        refused = workspace.run(llm.base_url, "", "approve", "t", thread=None)
+        assert not memory.exists()
+        approved = workspace.run(llm.base_url, "", "approve", "t", "--yes", thread=None)
+
+    assert "memory__create_entities" in listed.stdout and "memory__delete_entities" in listed.stdout
+    assert refused.returncode != 0 and "--yes" in refused.stderr  # a pipe never says yes
+    assert approved.returncode == 0, approved.stderr
+    out = approved.stdout
+    assert (
+        "MCP server memory, tool create_entities (memory.create_entities): not proven read-only"
+        in out
+    )
+    assert (
+        "MCP server memory, tool delete_entities (memory.delete_entities): not proven "
+        "read-only, destructive" in out
+    )
+    assert "No\\x1b[2Jbody" in out or "No\\u001b[2Jbody" in out
+    assert "\x1b" not in out
+    (written,) = memory.read_text(encoding="utf-8").splitlines()
+    assert json.loads(written)["name"] == "Ada"
