@@ -250,8 +250,9 @@ def add_root_options(parser: Options) -> None:
         "--accept-project-servers",
         action="store_true",
         default=SUPPRESS,
-        help="start the servers the first root's fsagent.toml adds, and remember that yes for "
-        "each entry as written (deleting the record takes it back; docs/other-servers.md)",
+        help="start the servers the first root's fsagent.toml adds without asking, and remember "
+        "that yes for each entry as written (at a terminal each is asked about; `fsagent "
+        "servers revoke NAME` takes a yes back; docs/other-servers.md)",
     )
 
 
