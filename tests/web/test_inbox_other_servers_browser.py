@@ -79,6 +79,8 @@ def test_the_inbox_names_the_server_escapes_its_arguments_and_runs_it_when_appro
             await make.get_by_text(header).first.wait_for()
             shown = await make.inner_text()
             assert f"{header}: not proven read-only" in shown
+            # What would be sent, not a diff: fsagent cannot know what it would change.
+            assert "what would be sent" in shown.lower() and "side by side" not in shown.lower()
             assert "fsagent cannot undo a call to another server" in shown
             # The escape code written out; the markup is text, never an element.
             # (inside a list, as its JSON: the escape code is JSON's \u001b)

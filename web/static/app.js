@@ -134,6 +134,12 @@ setInterval(() => {
 const CUT = /more lines not shown/;
 
 // The preview, with the whole of it fetched on demand, a page at a time, and a split view.
+// Another MCP server's call (`SERVER__TOOL`; no tool of ours holds `__`): its preview is what
+// would be sent, which fsagent cannot turn into a change, so no diff layout (docs/other-servers.md).
+function toOtherServer(call) {
+  return call.name.includes("__");
+}
+
 function previewView(thread, call, lines) {
   const box = el("div", { class: "preview" });
   let shown = lines;
@@ -144,7 +150,9 @@ function previewView(thread, call, lines) {
   const body = el("div", { class: "preview-body" });
   const render = () => {
     const at = body.firstChild && body.firstChild.topLine ? body.firstChild.topLine() : null;
-    const label = `what ${visible(call.name, "")} ${callPath(call.args)} would change (${visible(call.id, "")})`;
+    const label = toOtherServer(call)
+      ? `what ${visible(call.name, "")} would send (${visible(call.id, "")})`
+      : `what ${visible(call.name, "")} ${callPath(call.args)} would change (${visible(call.id, "")})`;
     body.replaceChildren(diffView(shown, words, split, at, flags, label));  // the same lines in view
   };
   const tools = el("div", { class: "preview-tools" });
@@ -161,7 +169,7 @@ function previewView(thread, call, lines) {
     toggle.textContent = split ? "Unified" : "Side by side";
     render();
   });
-  tools.append(toggle);
+  if (!toOtherServer(call)) tools.append(toggle);
   if (lines.some((line) => CUT.test(line))) {
     const more = el("button", { type: "button", class: "whole-diff", text: "Show the whole diff" });
     const note = el("span", { class: "status" });
@@ -312,7 +320,7 @@ function callView(thread, call) {
     el("h3", {}, `${visible(call.name, "")} `, el("span", { class: "path", text: path }), " ",
       el("span", { class: "call-id", text: visible(call.id, "") })),
     el("details", { class: "args-box" }, el("summary", { class: "label", text: "Arguments" }), argsView(call.args)),
-    el("div", { class: "label", text: "What it would change" }),
+    el("div", { class: "label", text: toOtherServer(call) ? "What would be sent" : "What it would change" }),
     call.preview.length ? previewView(thread, call, call.preview_first || call.preview) : el("p", { class: "status", text: "(no preview)" }),
     choices,
     editBox,
