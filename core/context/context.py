@@ -7,7 +7,8 @@ A request is, in this order:
   (core.tools.tool_schemas); a chat template puts them before the conversation, so a changed
   list would make the server process the whole prompt again. Two exceptions: where every
   tool would be a large share of the context (a 2048 context), each route offers its own few
-  (core.tools.tool_groups.SMALL_CONTEXT_TOOLS); and a constrained request
+  (core.tools.tool_groups.Routes.small_tools; another MCP server's route, its own tools;
+  bench/server_routes.py measured why they are in the one set otherwise); and a constrained request
   (core.context.constrained) lists them in the system prompt instead;
 - the system prompt, with the thread's summary when it has one;
 - the history the summary does not cover, as stored: each request from the person with its

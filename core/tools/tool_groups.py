@@ -57,7 +57,8 @@ def in_group(group: str, tool: str) -> bool:
 # route needs, each tool on one route at least (a test holds that). On larger contexts every
 # route offers every tool, which keeps the prompt cache across route switches; here a switch
 # costs the server a prompt it processes again, at most the small context. Like any tool not
-# offered, a call to another still runs if its route allows it.
+# offered, a call to another still runs if its route allows it. Another server's route offers
+# its own tools here (Routes.small_tools); every route but search may run them.
 SMALL_CONTEXT_TOOLS: dict[str, tuple[str, ...]] = {
     "filesystem": ("list_directory", "read_file", "write_file", "move", "delete"),
     "search": ("grep", "list_directory", "read_file"),
