@@ -108,6 +108,11 @@ def test_on_a_small_context_each_route_offers_its_own_tools_and_every_write_is_a
     for request in steps[2:4]:  # agent_filesystem: its own few, none of git's
         assert offered(request) == set(SMALL_CONTEXT_TOOLS["filesystem"])
     assert result.stdout.count("⇢ route: git") == 2 and "⇢ route: filesystem" in result.stdout
+    # The router's shorter question still names git with its words.
+    assert last_words(router_requests(llm)[0]).endswith(
+        "name the kind of request in one word: filesystem, search, general, or an MCP server: "
+        'git "mcp-git".]'
+    )
     # The status ran unasked; the write and the stage were each asked, then ran.
     assert result.stdout.count("Approval needed") == 2
     assert "a.txt" in json.dumps(steps[1]["messages"][-1])
