@@ -9,7 +9,8 @@ Ours: every request offers every tool, git's too (what fsagent does). Baseline: 
 requests and replies with git's tools offered only on git's route, sent to a second
 stand-in: each switch changes the tool list, which a chat template puts before the
 conversation. Figures: the tokens the server processed after the first turn, and what git's
-tools add to every request's fixed part.
+tools add to every request's fixed part. `python -m bench.server_routes URL` also replays both
+ways to a real llama.cpp server at URL and prints its counts.
 """
 
 from __future__ import annotations
@@ -126,6 +127,24 @@ def replayed(requests: list[dict[str, Any]], replies: list[dict[str, Any]]) -> l
         return [stat.processed for stat in llm.cache_stats]
 
 
+def real_replayed(base: str, requests: list[dict[str, Any]]) -> list[int]:
+    """The tokens a real llama.cpp server (one slot, `--cache-ram 0`) processes for each
+    request (its `timings.prompt_n`), replying one token each: the next request holds the
+    session's reply instead, so it shares the prompt before it and no more, either way."""
+    import httpx
+
+    processed = []
+    with httpx.Client(timeout=600) as client:
+        for request in requests:
+            body = {k: v for k, v in request.items() if k not in ("stream", "stream_options")}
+            body |= {"max_tokens": 1, "stream": False}
+            body.pop("response_format", None)
+            answer = client.post(f"{base}/v1/chat/completions", json=body)
+            answer.raise_for_status()
+            processed.append(int(answer.json()["timings"]["prompt_n"]))
+    return processed
+
+
 def tool_tokens(tools: list[dict[str, Any]]) -> int:
     fake = fake_llm_module()
     return len(fake.tokenize(fake.render_prompt({"tools": tools, "messages": []})))
@@ -162,5 +181,22 @@ def measure() -> list[Row]:
     ]  # fmt: skip
 
 
+def measure_real(base: str) -> None:
+    """The same session's requests, both ways, counted by a real llama.cpp server (run by
+    hand: bash ../shared/real-llm/start.sh PORT 32768 --cache-ram 0)."""
+    with tempfile.TemporaryDirectory(prefix="fsagent-server-routes-") as temp:
+        llm, _ = run(Path(temp))
+    requests = llm.requests
+    kinds = [tests_module("local_model").request_kind(r) for r in requests]
+    later = slice(next(i for i, k in enumerate(kinds) if k == "router" and i > 0), None)
+    ours = real_replayed(base, requests)
+    theirs = real_replayed(base, on_route(requests))
+    print(f"\nthe same on a real llama.cpp ({base}), tokens it processed:")
+    print(f"  first request: one set {ours[0]:,}, on git's route {theirs[0]:,}")
+    print(f"  after turn 1: one set {sum(ours[later]):,}, on git's route {sum(theirs[later]):,}")
+
+
 if __name__ == "__main__":
     measure()
+    if len(sys.argv) > 1:
+        measure_real(sys.argv[1])
