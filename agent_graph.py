@@ -16,7 +16,7 @@ summary in place of older turns, compacted when it would not fit.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from typing import Annotated, Any, TypedDict
 
@@ -49,6 +49,7 @@ from core.context.prompts import ROUTE_NOTES
 from core.context.replies import mark_cut, was_cut
 from core.context.summary import Summary
 from core.servers import gate
+from core.servers.routes import server_routes
 from core.threads.audit import rows_for
 from core.threads.ledger import run_write_once
 from core.threads.messages import append_messages, content_text, last_ai_message
@@ -84,11 +85,11 @@ class AgentState(TypedDict, total=False):
     turn: int
 
 
-def parse_route(text: str) -> str:
-    """The first group name in the model's answer; anything else is `general`."""
+def parse_route(text: str, routes: Sequence[str] = ROUTES) -> str:
+    """The first route name in the model's answer; anything else is `general`."""
     for word in text.lower().replace("*", " ").replace("`", " ").split():
         word = word.strip(".,:;!\"'()[]{}")
-        if word in ROUTES:
+        if word in routes:
             return word
     return "general"
 
@@ -114,7 +115,11 @@ def build_graph(
     tool and nothing is compacted."""
     policy = policy or Policy(roots=(Path.cwd().resolve(),))  # no rules: every write asks
     tools = questions.with_ask_person(tools)  # the model may always ask the person
+    # Our filesystem groups, and a route of its own for each other server (core.servers.routes).
+    routes = server_routes(tools)
     context = context or ContextKeeper(model, offered_tools(tools), budget=None)
+    context.routes = routes  # the router's question and a small context's offers name them
+    names = routes.names
     tools_by_name = {tool.name: tool for tool in tools}
     first_root = str(policy.roots[0])  # relative paths in undo records are read against it
     schemas = {tool.name: approval.tool_schema(tool) for tool in tools}
@@ -135,7 +140,7 @@ def build_graph(
             on_notice=announce_notice,
         )
         # The reply's reasoning was set apart already: only its answer names the route.
-        route = parse_route(content_text(sent.response.content))
+        route = parse_route(content_text(sent.response.content), names)
         update: dict[str, Any] = {
             "route": route,
             "model_calls": 0,
@@ -210,11 +215,14 @@ def build_graph(
         )
 
     def back_to_agent(state: AgentState) -> str:
-        return f"agent_{state.get('route', 'general')}"
+        # A route of a server no longer configured (a thread paused on it, resumed in a run
+        # without it) goes on as general: its calls are judged by name all the same.
+        route = state.get("route", "general")
+        return f"agent_{route if route in names else 'general'}"
 
     graph = StateGraph(AgentState)
     graph.add_node("router", router)
-    for group in ROUTES:
+    for group in names:
         graph.add_node(f"agent_{group}", make_agent(group))
         graph.add_conditional_edges(f"agent_{group}", after_agent, ["ask", "judge", "tools", END])
     graph.add_node("ask", ask, destinations=("judge", "tools"))
@@ -225,9 +233,9 @@ def build_graph(
     graph.add_edge(PERSON_UPDATE, END)
     graph.add_edge(START, "router")
     graph.add_conditional_edges(
-        "router", lambda state: f"agent_{state['route']}", [f"agent_{g}" for g in ROUTES]
+        "router", lambda state: f"agent_{state['route']}", [f"agent_{g}" for g in names]
     )
-    graph.add_conditional_edges("tools", back_to_agent, [f"agent_{g}" for g in ROUTES])
+    graph.add_conditional_edges("tools", back_to_agent, [f"agent_{g}" for g in names])
     return graph.compile(checkpointer=checkpointer)
 
 

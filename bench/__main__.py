@@ -12,7 +12,16 @@ import time
 from collections.abc import Callable
 from typing import Any
 
-from bench import big_move, context, growth, inbox_listing, overhead, serving_load, startup
+from bench import (
+    big_move,
+    context,
+    growth,
+    inbox_listing,
+    overhead,
+    server_routes,
+    serving_load,
+    startup,
+)
 from bench.common import REPO, Row, machine, print_table
 
 
@@ -31,6 +40,7 @@ SECTIONS: list[tuple[str, Callable[[], list[Row]]]] = [
     ("start-up", startup.measure),
     ("thread growth", growth.measure),
     ("context and prompt cache", context.measure),
+    ("another server's tools: in the one set or on its route", server_routes.measure),
     ("search", search_rows),
     ("serving under load", serving_load.measure),
     ("inbox listing", inbox_listing.measure),

@@ -64,7 +64,8 @@ async def check_resumable(store: Store, thread: str) -> None:
     """Refuse, loudly, a thread paused where this version cannot resume it."""
     from core.threads.threads import cannot_resume_message, view_thread
 
-    view = await view_thread(reading_graph(store), thread)
+    # The reading graph has no other server's route: the running graph judges those.
+    view = await view_thread(reading_graph(store), thread, routes_unknown=True)
     if view is not None and view.problem:
         raise StartupError(cannot_resume_message(view))
 

@@ -20,6 +20,7 @@ from typing import Literal
 from core.approval.approval import describe_grant
 from core.approval.policy import Grant
 from core.context.budget import MESSAGE_OVERHEAD, estimate_messages, estimate_text
+from core.context.context import ContextKeeper
 from core.context.instructions import Instructions
 from core.context.prompts import SYSTEM_PROMPT
 from core.context.summary import Summary
@@ -169,6 +170,7 @@ async def context_lines(session: ThreadSession, instructions: Instructions | Non
         f"Context ({limit}):",
         f"  fixed part ~{keeper.fixed_tokens} tokens: tools ~{keeper.tool_tokens} "
         f"({counted(len(keeper.tools), 'tool')}), system prompt ~{prompt}, instructions ~{sent}",
+        route_line(keeper),
         f"  summary: ~{estimate_text(summary.text)} tokens, in place of the first "
         f"{counted(summary.covers, 'message')}"
         if summary is not None
@@ -184,6 +186,16 @@ async def context_lines(session: ThreadSession, instructions: Instructions | Non
     # The person's file, as sent: the terminal's `say` writes each line through
     # core.text.visible, so an escape code in it is shown written out, never run.
     return lines + ["    " + line for line in instructions.block.split("\n")]
+
+
+def route_line(keeper: ContextKeeper) -> str:
+    """Each route's fixed part where each offers its own tools (a small context), else that
+    every route sends the one set; the other servers' routes among them."""
+    fixed = keeper.route_fixed()
+    if not keeper.small_context:
+        return f"  routes: {', '.join(fixed)}, each with every tool (one set: the prompt cache)"
+    each = ", ".join(f"{route} ~{tokens}" for route, tokens in fixed.items())
+    return f"  routes, each with its own tools (fixed part in tokens): {each}"
 
 
 def grant_lines(grants: list[Grant]) -> list[str]:

@@ -7,7 +7,8 @@ A request is, in this order:
   (core.tools.tool_schemas); a chat template puts them before the conversation, so a changed
   list would make the server process the whole prompt again. Two exceptions: where every
   tool would be a large share of the context (a 2048 context), each route offers its own few
-  (core.tools.tool_groups.SMALL_CONTEXT_TOOLS); and a constrained request
+  (core.tools.tool_groups.Routes.small_tools; another MCP server's route, its own tools;
+  bench/server_routes.py measured why they are in the one set otherwise); and a constrained request
   (core.context.constrained) lists them in the system prompt instead;
 - the system prompt, with the thread's summary when it has one;
 - the history the summary does not cover, as stored: each request from the person with its
@@ -70,14 +71,14 @@ from core.context.budget import (
 )
 from core.context.constrained import CallMode, Protocol
 from core.context.counts import LARGE_RESULT, SCALE_KEY, ServerCounter, ratio, thread_scale
-from core.context.prompts import ROUTE_NOTES, ROUTE_QUESTION, ROUTE_QUESTION_SHORT, SYSTEM_PROMPT
+from core.context.prompts import ROUTE_NOTES, SYSTEM_PROMPT, route_question
 from core.context.replies import REASONING_KEY, separate_reasoning, without_reasoning
 from core.context.server_errors import one_line, server_words
 from core.context.summary import Summary, in_conversation, standalone, summary_text, trusted_replies
 from core.context.text_calls import read_text_calls
 from core.errors import ContextTooSmall
 from core.threads.messages import content_text, messages_for_model
-from core.tools.tool_groups import ROUTES, SMALL_CONTEXT_TOOLS
+from core.tools.tool_groups import FILESYSTEM_ROUTES, Routes
 from core.tools.tool_schemas import schema_text
 
 ROUTE_KEY = "fsagent_route"  # a person's message's additional_kwargs: the route it was given
@@ -164,8 +165,12 @@ class ContextKeeper:
         text_calls: bool = True,
         calls: CallMode | None = None,
         counter: ServerCounter | None = None,
+        routes: Routes = FILESYSTEM_ROUTES,
     ) -> None:
         self.model = model
+        # The routes the router chooses among, the person's other servers' too (set by
+        # agent_graph.build_graph from the tools it runs).
+        self.routes = routes
         # Read tool calls a model wrote as text into real ones (core.context.text_calls).
         self.text_calls = text_calls
         self.tool_names = frozenset(tool_name(schema) for schema in tools)
@@ -214,10 +219,29 @@ class ContextKeeper:
 
     def small_shapes(self) -> list[Shape]:
         """The agent requests' shapes on a small context, one a route."""
-        return [
-            Shape("native", tuple(t for t in self.tools if tool_name(t) in wanted))
-            for wanted in SMALL_CONTEXT_TOOLS.values()
-        ]
+        return [Shape("native", self.route_tools(route)) for route in self.routes.names]
+
+    def route_tools(self, route: str) -> tuple[dict[str, Any], ...]:
+        """What an agent request on `route` offers on a small context: the route's own tools
+        (core.tools.tool_groups.Routes.small_tools), never another server's."""
+        wanted = self.routes.small_tools(route)
+        return tuple(t for t in self.tools if tool_name(t) in wanted)
+
+    def route_fixed(self) -> dict[str, int]:
+        """Each route's fixed part (its tools and the system prompt) on a small context, where
+        each offers its own; on a larger one every route sends every tool, one fixed part."""
+        if not self.small_context:
+            return dict.fromkeys(self.routes.names, self.fixed_tokens)
+        return {
+            route: self.shape_fixed(Shape("native", self.route_tools(route)))
+            for route in self.routes.names
+        }
+
+    def router_question(self) -> str:
+        """The router's question: our routes and the other servers' (the names alone on a
+        small context, besides each server's own words)."""
+        servers = [(route.name, route.description) for route in self.routes.servers]
+        return route_question(servers, self.small_context)
 
     def shape_fixed(self, shape: Shape) -> int:
         """A request's fixed part (its tools, the system prompt), the server's count of it
@@ -271,13 +295,12 @@ class ContextKeeper:
         protocol = self.calls.protocol(messages)
         tools = tuple(self.tools)
         if protocol == "native" and route is not None and self.small_context:
-            wanted = SMALL_CONTEXT_TOOLS.get(route, ())
-            tools = tuple(t for t in self.tools if tool_name(t) in wanted)
+            tools = self.route_tools(route)
         if not route_question:
             schema = constrained.step_schema(tools) if protocol == "schema" else None
             return Shape(protocol, tools, None, schema, "auto", self.max_tokens)
-        question = ROUTE_QUESTION_SHORT if self.small_context else ROUTE_QUESTION
-        schema = constrained.route_schema(ROUTES) if protocol == "schema" else None
+        question = self.router_question()
+        schema = constrained.route_schema(self.routes.names) if protocol == "schema" else None
         # The router needs one word: a small model given the agent's reply limit answered
         # the whole request there, before the agent's request answered it again.
         return Shape(protocol, tools, question, schema, "none", ROUTE_MAX_TOKENS)
@@ -799,7 +822,7 @@ class ContextKeeper:
         if self.budget is None:
             return None
         fixed = self.smallest_fixed()
-        question = ROUTE_QUESTION_SHORT if self.small_context else ROUTE_QUESTION
+        question = self.router_question()
         tokens = fixed + self.budget.summary_tokens
         tokens += estimate_message(HumanMessage(text)) + estimate_text(question)
         if tokens <= self.budget.prompt_limit:

@@ -29,6 +29,28 @@ ROUTE_QUESTION_SHORT = (
     "or general.]"
 )
 
+# With the person's other MCP servers, each a route of its own (core.servers.routes): the same
+# question with the servers named after our routes, each with its own words quoted (already
+# made one line, cut and unable to end its quote). With none, the questions above, unchanged.
+SERVERS_QUESTION = (
+    "[fsagent: before you answer, name the kind of request in one word: filesystem (read, "
+    "create or change files and folders), search (find files or text; no changes), general "
+    "(anything else), or the MCP server whose tools serve it: {servers}.]"
+)
+SERVERS_QUESTION_SHORT = (
+    "[fsagent: before you answer, name the kind of request in one word: filesystem, search, "
+    "general, or an MCP server: {servers}.]"
+)
+
+
+def route_question(servers: list[tuple[str, str]], short: bool) -> str:
+    """The router's question: `servers` are (route word, quoted description) pairs."""
+    if not servers:
+        return ROUTE_QUESTION_SHORT if short else ROUTE_QUESTION
+    named = ", ".join(f"{name} {description}" for name, description in servers)
+    return (SERVERS_QUESTION_SHORT if short else SERVERS_QUESTION).format(servers=named)
+
+
 # Appended to the person's words in every request of a turn on that route, and kept there in
 # later requests (so the history reads the same each time). A route with no note offers every
 # tool.

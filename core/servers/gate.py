@@ -28,7 +28,9 @@ def annotation(tool: types.Tool, key: str, default: bool) -> bool:
     return default if value is None else bool(value)
 
 
-def facts(server: str, tool: types.Tool, pin: Pin) -> dict[str, Any]:
+def facts(server: str, tool: types.Tool, pin: Pin, description: str = "") -> dict[str, Any]:
+    """What the graph knows of one tool; `description` is its server's one line (its
+    `instructions` or title), which the router quotes (core.servers.routes)."""
     claims = annotation(tool, "readOnlyHint", False)
     return {
         "server": server,
@@ -41,6 +43,7 @@ def facts(server: str, tool: types.Tool, pin: Pin) -> dict[str, Any]:
         "pin_status": pin.status,
         "changed": list(pin.changed),
         "title": getattr(tool.annotations, "title", None) or tool.title or "",
+        "description": description,
     }
 
 

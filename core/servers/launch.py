@@ -219,12 +219,13 @@ async def open_one(
     listed = (await asyncio.wait_for(session.list_tools(), spec.startup_timeout)).tools
     offered = [tool for tool in listed if spec.offers(tool.name)]
     held, said = pinned(spec, offered, data_folder)
+    description = describe(spec, initialized)
     tools = []
     for tool, pin in zip(offered, held, strict=True):
         converted = named_tool(spec, session, tool)
-        gate.mark(converted, gate.facts(spec.name, tool, pin))
+        gate.mark(converted, gate.facts(spec.name, tool, pin, description))
         tools.append(converted)
-    server = OtherServer(spec, tools, offered, describe(spec, initialized), None, session, process)
+    server = OtherServer(spec, tools, offered, description, None, session, process)
     server.notes = said
     return server
 

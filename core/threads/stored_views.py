@@ -27,7 +27,7 @@ from core.approval.pauses import (
     is_resumable_question,
     read_pause,
 )
-from core.tools.tool_groups import ROUTES
+from core.tools.tool_groups import ROUTES, is_agent_step
 from store.checkpoint_format import Snapshot, Stored, Unreadable
 from store.reading import StoredThread
 
@@ -189,7 +189,9 @@ def resume_problem(steps: list[str], payloads: list[Any], graph_sees: bool) -> s
     """Why this version cannot resume the thread; `graph_sees` is whether the graph's own
     view has the interrupts (`StateSnapshot.interrupts` non-empty)."""
     for step in steps:
-        if step not in GRAPH_STEPS:
+        # Another server's route (`agent_git`) is a node only while the server is
+        # configured, which this reader does not know: the graph that runs it judges.
+        if step not in GRAPH_STEPS and not is_agent_step(step):
             return f"it is paused at step {step!r}, which this version of fsagent does not have"
     for payload in payloads:
         if not (is_resumable_approval(payload) or is_resumable_question(payload)):

@@ -46,7 +46,7 @@ from core.threads.stored_views import WAITING_ANSWER as WAITING_ANSWER
 from core.threads.stored_views import Message, StoredView
 from core.threads.stored_views import stopped_at as stopped_at
 from core.threads.thread_names import escaped
-from core.tools.tool_groups import needs_approval
+from core.tools.tool_groups import is_agent_step, needs_approval
 from store.base import Store
 
 # One request may take this many model calls before the turn is stopped for the person.
@@ -116,9 +116,11 @@ def as_message(message: AnyMessage) -> Message:
     )
 
 
-async def view_thread(app: Graph, name: str) -> ThreadView | None:
+async def view_thread(app: Graph, name: str, *, routes_unknown: bool = False) -> ThreadView | None:
     """The thread as stored, judged from the raw checkpoint as well as the graph's view: a
-    step the graph no longer has is invisible to `aget_state` (no next, no interrupts)."""
+    step the graph no longer has is invisible to `aget_state` (no next, no interrupts).
+    `routes_unknown`: the graph has none of the other servers' routes (the reading graph),
+    so a route's agent step it lacks is left to the graph that runs the thread."""
     config = thread_config(name)
     assert isinstance(app.checkpointer, BaseCheckpointSaver)
     raw = await app.checkpointer.aget_tuple(config)
@@ -129,7 +131,8 @@ async def view_thread(app: Graph, name: str) -> ThreadView | None:
     payloads = stored_interrupts(raw.pending_writes or [])
     pause = next((p for p in map(read_pause, payloads) if p is not None), None)
     waiting: list[ApprovalCall | QuestionCall] = list(pause["calls"]) if pause else []
-    problem = resume_problem(app, steps, payloads, snapshot)
+    judged = [s for s in steps if not (routes_unknown and is_agent_step(s))]
+    problem = resume_problem(app, judged, payloads, snapshot)
     if payloads:
         status = WAITING_ANSWER if pause and pause["kind"] == QUESTION_KIND else WAITING
     elif steps:

@@ -3,6 +3,8 @@ Names only: importable without loading the MCP client."""
 
 from __future__ import annotations
 
+from dataclasses import dataclass
+
 from mcp_servers.tool_names import READ_TOOL_NAMES, WRITE_TOOL_NAMES
 
 # The write tools (each one waits for approval) and the read tools, as our server names them.
@@ -55,9 +57,68 @@ def in_group(group: str, tool: str) -> bool:
 # route needs, each tool on one route at least (a test holds that). On larger contexts every
 # route offers every tool, which keeps the prompt cache across route switches; here a switch
 # costs the server a prompt it processes again, at most the small context. Like any tool not
-# offered, a call to another still runs if its route allows it.
+# offered, a call to another still runs if its route allows it. Another server's route offers
+# its own tools here (Routes.small_tools); every route but search may run them.
 SMALL_CONTEXT_TOOLS: dict[str, tuple[str, ...]] = {
     "filesystem": ("list_directory", "read_file", "write_file", "move", "delete"),
     "search": ("grep", "list_directory", "read_file"),
     "general": ("list_directory", "read_file", "ask_person"),
 }
+
+
+# The agent node of a route is `agent_<route>`.
+AGENT_PREFIX = "agent_"
+
+
+def is_agent_step(step: str) -> bool:
+    """Whether a graph step is a route's agent node. A server's route is there only while its
+    server is configured, so a run cut off at one is closed, never judged by the node list."""
+    return step.startswith(AGENT_PREFIX) and len(step) > len(AGENT_PREFIX)
+
+
+@dataclass(frozen=True)
+class ServerRoute:
+    """Another MCP server as a route of its own (core.servers.routes builds them): its word
+    for the router and its node (`agent_<name>`), the server it is, the server's own
+    one-line description as the router's question quotes it, and its tools by the names
+    the model calls them."""
+
+    name: str
+    server: str
+    description: str
+    tools: tuple[str, ...]
+
+
+@dataclass(frozen=True)
+class Routes:
+    """The routes the router chooses among: our filesystem groups, then one per other server
+    with tools."""
+
+    servers: tuple[ServerRoute, ...] = ()
+
+    @property
+    def names(self) -> tuple[str, ...]:
+        return ROUTES + tuple(route.name for route in self.servers)
+
+    def server(self, route: str) -> ServerRoute | None:
+        return next((found for found in self.servers if found.name == route), None)
+
+    def small_tools(self, route: str) -> tuple[str, ...]:
+        """The tools a route offers on a small context: a filesystem group's few, or a
+        server's own tools and no other."""
+        found = self.server(route)
+        return found.tools if found is not None else SMALL_CONTEXT_TOOLS.get(route, ())
+
+
+FILESYSTEM_ROUTES = Routes()
+
+
+def route_name(server: str, taken: set[str]) -> str:
+    """A server's route word: its name in lower case (the router reads the model's word so),
+    and `_mcp` after it (then a number) when that is one of our groups or another route's."""
+    base = server.lower()
+    name, n = base, 1
+    while name in taken:
+        name = f"{base}_mcp" if n == 1 else f"{base}_mcp{n}"
+        n += 1
+    return name
