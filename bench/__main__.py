@@ -12,7 +12,16 @@ import time
 from collections.abc import Callable
 from typing import Any
 
-from bench import big_move, context, growth, inbox_listing, overhead, serving_load, startup
+from bench import (
+    big_move,
+    context,
+    growth,
+    inbox_listing,
+    overhead,
+    serving_load,
+    startup,
+    unnamed_temp,
+)
 from bench.common import REPO, Row, machine, print_table
 
 
@@ -35,6 +44,7 @@ SECTIONS: list[tuple[str, Callable[[], list[Row]]]] = [
     ("serving under load", serving_load.measure),
     ("inbox listing", inbox_listing.measure),
     ("a 300,000-file move beside a second server", big_move.measure),
+    ("a small write's temp file, unnamed until checked", unnamed_temp.measure),
 ]
 
 

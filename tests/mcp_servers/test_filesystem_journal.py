@@ -38,7 +38,7 @@ from race_pause import Pauses, paused_server
 
 from mcp_servers.dirfd import TEMP_NAME
 from mcp_servers.kernel_sandbox import ABI_ENV
-from mcp_servers.platform_calls import portable_forced
+from mcp_servers.platform_calls import UNNAMED_FILES, portable_forced
 from mcp_servers.race_hook import PAUSE_ENV, STEP_PAUSE_ENV
 
 
@@ -319,9 +319,11 @@ def test_a_second_server_never_touches_what_a_live_one_set_aside(
 # name, swaps, or makes a folder comes after an fdatasync of the journal made since the step
 # before it. A SIGKILL cannot tell a record written from one made durable (the page cache
 # outlives the process); the order of the system calls can.
-TRACED = "trace=openat,mkdirat,renameat,renameat2,fdatasync,fsync"
+TRACED = "trace=openat,mkdirat,renameat,renameat2,linkat,fdatasync,fsync"
 RENAME = re.compile(r'renameat2?\([^,]+, "[^"]*", [^,]+, "([^"]*)"(?:, (\w+))?\) = 0')
 CREATE = re.compile(r'openat\([^,]+, "(\.fsagent-[0-9a-f]{16}\.tmp)", [^)]*O_CREAT[^)]*\) = \d+')
+# A file written without a name (O_TMPFILE) is given its temp name by a link, journalled first.
+LINKED = re.compile(r'linkat\(AT_FDCWD, "/proc/self/fd/\d+", \d+, "\.fsagent-[0-9a-f]{16}\.tmp", ')
 MADE = re.compile(r'mkdirat\([^,]+, "([^"]+)", [0-7]+\) = 0')
 JOURNAL_OPENED = re.compile(r'openat\([^,]+, "[^"]*/\.\d+-[0-9a-f]{8}\.new", [^)]*\) = (\d+)')
 
@@ -345,6 +347,7 @@ def steps_out_of_order(trace: str) -> list[str]:
                 and (TEMP_NAME.fullmatch(renamed.group(1)) or renamed.group(2) == "RENAME_EXCHANGE")
             )
             or CREATE.match(call)
+            or LINKED.match(call)
             or MADE.match(call)
         ):
             if not synced:
@@ -372,6 +375,7 @@ def test_each_step_is_journalled_durably_before_it_is_taken(tmp_path: Path, port
             assert not result.is_error, (act.name, result.text)
     trace = log.read_text()
     assert trace.count("fdatasync(") >= 9
+    assert portable or not UNNAMED_FILES or LINKED.search(trace), "no file was linked in"
     assert steps_out_of_order(trace) == []
 
 
