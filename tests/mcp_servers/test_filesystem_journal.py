@@ -119,13 +119,30 @@ ACTS.append(
         {ABI_ENV: "1"},
     )
 )
+# A folder the same way: copied there under a temp name, put in place, then removed.
+ACTS.append(
+    Act(
+        "move folder across filesystems",
+        "move",
+        {"source": "d/sub", "destination": "sub"},
+        TREE,
+        {ABI_ENV: "1"},
+    )
+)
 # On the portable path too, where it differs. Not in the pass that runs the whole suite
 # portable (the Makefile's FSAGENT_PORTABLE_CALLS=1): there the acts above are these already,
 # and each copy would repeat ~40 server starts to test the same thing again.
 ACTS += [
-    Act(f"{act.name}, portable", act.tool, act.args, act.build, PORTABLE)
+    Act(f"{act.name}, portable", act.tool, act.args, act.build, {**act.env, **PORTABLE})
     for act in ACTS
-    if act.name in {"move over a file", "copy over a file", "write over a file", "delete file"}
+    if act.name
+    in {
+        "move over a file",
+        "copy over a file",
+        "write over a file",
+        "delete file",
+        "move folder across filesystems",
+    }
     and not portable_forced()
 ]
 
