@@ -397,7 +397,7 @@ class TreeTools(WriteBase):
             try:
                 os.symlink(text, made, dir_fd=target.folder)
                 found = entry_stat(target.folder, made)
-                moved(moving.name, target.place, target.name, found)
+                self.deciding(moving, target, found)
                 placed = New(target.folder, made, target.where, found, target.place)
                 put_in_place(target, placed, paused=True)
             except BaseException:
@@ -411,7 +411,7 @@ class TreeTools(WriteBase):
                     target,
                     lambda fd: copy_sparse(reader, fd),
                     finisher(found, moving.folder, moving.name),
-                    lambda new: moved(moving.name, target.place, target.name, new.found),
+                    lambda new: self.deciding(moving, target, new.found),
                     paused=True,
                 )
             except OSError as error:  # its temp file is removed; `move` puts the source back
@@ -459,7 +459,7 @@ class TreeTools(WriteBase):
                     self.check_state(want, src, folder_state(listed))
                 sync_folder(target.folder)
                 built = entry_stat(target.folder, building)
-                moved(moving.name, target.place, target.name, built)
+                self.deciding(moving, target, built)
                 placed = New(target.folder, building, target.where, built, target.place)
                 put_in_place(target, placed, paused=True)
             except BaseException as error:
@@ -478,6 +478,15 @@ class TreeTools(WriteBase):
         except OSError as error:
             raise self.removal_stopped(held, moving.name, target, removal, error) from None
         clear(moving.name)
+
+    def deciding(self, moving: New, target: Held, copy: os.stat_result) -> None:
+        """Right before a move's copy takes its name on the other filesystem (which decides
+        the move: the source is removed after it): refuse unless the source's folder is still
+        the one checked, where it was (a copy takes time; a folder moved out of the roots
+        meanwhile must not have the source removed out there: `move` puts it back), then note
+        where the copy goes on the source's journal record."""
+        verify(moving.folder)
+        moved(moving.name, target.place, target.name, copy)
 
     def refuse_uncarried(self, listed: int, held: Held) -> None:
         """Refuse, before anything is copied, a folder holding what a copy cannot carry."""

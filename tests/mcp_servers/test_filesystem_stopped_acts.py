@@ -21,6 +21,7 @@ import pytest
 from mcp_session import FilesystemServer, RawServer
 from race_pause import Pauses
 
+from mcp_servers.kernel_sandbox import ABI_ENV, kernel_abi
 from mcp_servers.race_hook import CHECKED_PAUSE_ENV, STEP_PAUSE_ENV
 
 # The server as a person's process runs: root, but without the capabilities that let root
@@ -431,5 +432,48 @@ def test_a_folder_changed_while_it_is_copied_across_is_not_moved(
     ), result.text
     assert (root / "d" / "sub" / "late.txt").exists() and len(files_under(root / "d")) == 7
     assert list(small_disk.iterdir()) == [] and hidden(root) == []
+    data = own_xdg_folders / "data"
+    assert journal_sizes(data, root) == journal_sizes(data, small_disk) == [0]
+
+
+@pytest.mark.skipif(os.geteuid() != 0, reason="mounting a tmpfs needs root")
+@pytest.mark.parametrize("landlock", [True, False], ids=["landlock", "landlock-off"])
+def test_a_folder_whose_parent_leaves_the_root_while_it_is_copied_across_is_not_removed(
+    tmp_path: Path, small_disk: Path, own_xdg_folders: Path, landlock: bool
+) -> None:
+    """docs/d is set aside and about to be copied when docs is moved out of the root: the
+    copy is not put in place, so the move is not decided and the source is never removed
+    out there; without Landlock it is put back under its name where docs went, with
+    Landlock (which refuses that out there) the refusal names where it is. The other
+    filesystem keeps nothing either way."""
+    root = tmp_path / "root"
+    root.mkdir()
+    tree(root / "docs")
+    outside = tmp_path / "outside"
+    outside.mkdir()
+    before = whole(root / "docs" / "d")
+    pauses = Pauses(tmp_path / "steps")
+    env = {STEP_PAUSE_ENV: str(pauses.folder), **({} if landlock else {ABI_ENV: "0"})}
+    try:
+        with FilesystemServer([root, small_disk], env=env) as server:
+            call = pauses.start(server, "move", source="docs/d", destination=str(small_disk / "d"))
+            pauses.reached("recorded", "temp")  # set aside; the copy is next
+            os.rename(root / "docs", outside / "docs")
+            result = pauses.finish(call)
+    finally:
+        pauses.close()
+    assert result.is_error and "\n" not in result.text
+    assert list(small_disk.iterdir()) == []
+    if landlock and kernel_abi()[0] > 0:  # the kernel refuses even to read it out there
+        (aside,) = hidden(outside)
+        assert "nothing was moved" in result.text and result.text.endswith(
+            f"could not be put back (Permission denied): it is '{aside.name}' in that folder, "
+            "wherever it went"
+        ), result.text
+        assert whole(aside) == before
+        return
+    waiting = "changed while waiting: 'docs' was moved or replaced after the check"
+    assert result.text.startswith(f"{waiting}; nothing was changed"), result.text
+    assert whole(outside / "docs" / "d") == before and hidden(outside) == []
     data = own_xdg_folders / "data"
     assert journal_sizes(data, root) == journal_sizes(data, small_disk) == [0]
