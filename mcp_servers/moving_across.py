@@ -14,6 +14,7 @@ anything). Hard links inside the tree arrive as separate files with the same byt
 from __future__ import annotations
 
 import os
+import posixpath
 import stat
 from collections.abc import Iterator
 from contextlib import suppress
@@ -84,10 +85,11 @@ class CannotCarry(ToolError):
         self.mode = mode
 
 
-def copy_tree(source: int, folder: int, name: str, progress: Copied) -> None:
-    """Copy everything below the listable folder `source` into the folder `name` in `folder`
-    (made by the caller, mode 0o700): each folder gets its source's owner, mode and
-    attributes once it is full, and is made durable with what it holds."""
+def copy_tree(source: int, folder: int, name: str, progress: Copied, shown: str) -> None:
+    """Copy everything below the listable folder `source` (`shown`, raw, as errors name it)
+    into the folder `name` in `folder` (made by the caller, mode 0o700): each folder gets its
+    source's owner, mode and attributes once it is full, and is made durable with what it
+    holds."""
     top = os.open(name, LIST_FLAGS, dir_fd=folder)
     first = os.dup(source)
     stack: list[tuple[int, Iterator[os.DirEntry[str]], int, Parts]] = [
@@ -102,7 +104,7 @@ def copy_tree(source: int, folder: int, name: str, progress: Copied) -> None:
                 stack.pop()
                 items.close()
                 try:
-                    finish_folder(current, copy)
+                    finish_folder(current, copy, posixpath.join(shown, *parts))
                 finally:
                     os.close(current)
                     os.close(copy)
@@ -120,7 +122,7 @@ def copy_tree(source: int, folder: int, name: str, progress: Copied) -> None:
                     raise
                 stack.append((child, scan_names(child), made, below))
             elif stat.S_ISREG(found.st_mode):
-                copy_file(current, item.name, copy, progress.at)
+                copy_file(current, item.name, copy, posixpath.join(shown, *below))
                 progress.files += 1
             elif stat.S_ISLNK(found.st_mode):
                 os.symlink(os.readlink(item.name, dir_fd=current), item.name, dir_fd=copy)
@@ -155,10 +157,10 @@ def copy_file(folder: int, name: str, into: int, shown: str) -> None:
         os.close(reader)
 
 
-def finish_folder(source: int, copy: int) -> None:
+def finish_folder(source: int, copy: int, shown: str) -> None:
     """A copied folder, full now: its source's owner, mode and attributes, made durable."""
     take_over(copy, os.fstat(source))
-    give_attributes(copy, attributes_of(source, "."), ".")
+    give_attributes(copy, attributes_of(source, "."), shown)
     os.fsync(copy)
 
 

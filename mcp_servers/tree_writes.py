@@ -453,7 +453,7 @@ class TreeTools(WriteBase):
             progress = Copied()
             try:
                 os.mkdir(building, 0o700, dir_fd=target.folder)
-                copy_tree(listed, target.folder, building, progress)
+                copy_tree(listed, target.folder, building, progress, held.shown)
                 progress.at = ""
                 if want is not None:  # and nothing below changed while it was copied
                     self.check_state(want, src, folder_state(listed))
