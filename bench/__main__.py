@@ -21,6 +21,7 @@ from bench import (
     server_routes,
     serving_load,
     startup,
+    unnamed_temp,
 )
 from bench.common import REPO, Row, machine, print_table
 
@@ -45,6 +46,7 @@ SECTIONS: list[tuple[str, Callable[[], list[Row]]]] = [
     ("serving under load", serving_load.measure),
     ("inbox listing", inbox_listing.measure),
     ("a 300,000-file move beside a second server", big_move.measure),
+    ("a small write's temp file, unnamed until checked", unnamed_temp.measure),
 ]
 
 

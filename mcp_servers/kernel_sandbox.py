@@ -103,8 +103,8 @@ WRITE_RIGHTS = (
 GAPS = {
     2: (
         "no REFER right before Landlock ABI 2: the kernel refuses every move or link across "
-        "folders (EXDEV), so the server moves a file or link to another folder by copying it "
-        "and removing the original, and refuses to move a folder to another folder"
+        "folders (EXDEV), so the server moves a file, link or folder to another folder by "
+        "copying it and removing the original (not atomic: a folder is copied whole first)"
     ),
     3: "no TRUNCATE right before ABI 3: truncating a file by its path is not held by the kernel",
     4: "no network rights before ABI 4: the kernel does not close TCP to the server",

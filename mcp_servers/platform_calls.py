@@ -17,10 +17,15 @@ said here:
   that must not replace checks that the name is free and then renames: an entry another
   process makes under that name in the moment between the two is replaced (a link replaced
   is the link itself; its target is never touched).
+- **Files without a name** (`O_TMPFILE`, Linux): a file being written is made in its folder
+  with no name, and given its temp name (`linkat` of `/proc/self/fd/N`) only once it is
+  written and the folder checked again (replacing.py), so a folder moved out of the roots
+  meanwhile takes nothing along. Where the system or the file system has no `O_TMPFILE` (or
+  there is no `/proc`), the file is made under its temp name from the start, as before.
 
-`FSAGENT_PORTABLE_CALLS=1` makes this module behave as if `O_PATH`, `preadv` and `renameat2`
-did not exist, so the portable path is tested on Linux: `make test` runs the server's whole
-suite that way a second time (Linux has no `renameatx_np` either, so that run is the
+`FSAGENT_PORTABLE_CALLS=1` makes this module behave as if `O_PATH`, `preadv`, `renameat2`
+and `O_TMPFILE` did not exist, so the portable path is tested on Linux: `make test` runs the
+server's whole suite that way a second time (Linux has no `renameatx_np` either, so that run is the
 fallback's). The agent is never imported here: the server stands alone.
 """
 
@@ -50,6 +55,7 @@ def linux_call(name: str) -> object | None:
 
 
 _O_PATH = linux_call("O_PATH")
+_O_TMPFILE = linux_call("O_TMPFILE")
 _PREADV = linux_call("preadv")
 _SEEK_DATA = getattr(os, "SEEK_DATA", None)
 _SEEK_HOLE = getattr(os, "SEEK_HOLE", None)
@@ -185,3 +191,31 @@ def rename_no_replace(from_folder: int, from_name: str, to_folder: int, to_name:
         os.rename(from_name, to_name, src_dir_fd=from_folder, dst_dir_fd=to_folder)
         return
     raise FileExistsError(errno.EEXIST, os.strerror(errno.EEXIST), to_name)
+
+
+# -- files made without a name ----------------------------------------------------------------
+
+# An O_TMPFILE file is given a name by linking its /proc/self/fd link (AT_SYMLINK_FOLLOW): unlike
+# AT_EMPTY_PATH, that needs no CAP_DAC_READ_SEARCH on kernels before 6.10. Landlock allows it
+# into a folder below a root (the right to make a file there) and refuses it elsewhere.
+UNNAMED_FILES = isinstance(_O_TMPFILE, int) and os.path.isdir("/proc/self/fd")
+
+
+def open_unnamed(folder: int) -> int | None:
+    """A new empty file in `folder` that has no name yet (write-only, mode 0o600), or None
+    where this system or the folder's file system cannot make one."""
+    if not isinstance(_O_TMPFILE, int) or not UNNAMED_FILES:
+        return None
+    try:
+        return os.open(".", _O_TMPFILE | os.O_WRONLY | os.O_CLOEXEC, 0o600, dir_fd=folder)
+    except OSError as error:
+        # A file system without it says one of these (EISDIR: a kernel that reads the flag as
+        # O_DIRECTORY alone).
+        if error.errno in UNSUPPORTED or error.errno == errno.EISDIR:
+            return None
+        raise
+
+
+def link_unnamed(fd: int, folder: int, name: str) -> None:
+    """Give the unnamed file `fd` the name `name` in `folder` (FileExistsError if taken)."""
+    os.link(f"/proc/self/fd/{fd}", name, dst_dir_fd=folder, follow_symlinks=True)

@@ -24,7 +24,8 @@ test_cancels.py). Its own variable, so a test of the write tools' acts never mee
 FSAGENT_TEST_STEP_PAUSE pauses at each step of the journal of intent (journal.py): after a
 record is made durable and before the rename it announces (`paused recorded <kind>`), right
 after an entry is set aside or swapped (`paused renamed aside`, `paused renamed exchange`),
-after a checked delete is committed (`paused committed aside`), and after a temp name is gone
+after a checked delete is committed (`paused committed aside`), once a file being written is full
+and before it is named or put in place (`paused written temp`), and after a temp name is gone
 and before its record is closed (`paused cleared temp`): a test kills the server at each of
 them (tests/mcp_servers/test_filesystem_journal.py). Its own variable, so the other tests
 never meet these.

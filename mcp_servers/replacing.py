@@ -11,15 +11,16 @@ from contextlib import suppress
 from pathlib import Path
 from typing import TypeVar
 
-from mcp_servers.capture import Held, New, put_in_place
+from mcp_servers.capture import Held, New, checked_after, put_in_place
 from mcp_servers.dirfd import Made, remove_quietly, temp_name
 from mcp_servers.fileio import write_all
 from mcp_servers.journal import Journal, JournalledMade, Place, clear, record
 from mcp_servers.parent_checks import verify
 from mcp_servers.permissions import take_over
 from mcp_servers.plans import PlanTools
+from mcp_servers.platform_calls import link_unnamed, open_unnamed
 from mcp_servers.protected import Protected
-from mcp_servers.race_hook import pause
+from mcp_servers.race_hook import checked, pause, step
 from mcp_servers.sandbox import Sandbox
 from mcp_servers.xattrs import attributes_of, give_attributes
 
@@ -72,7 +73,10 @@ def replace_entry(
 
     The call's pause (race_hook; `paused`: taken already) and the check that the folder is
     still the one checked, where it was (parent_checks.py), come before the temp file is
-    made: a refusal there leaves no temp file anywhere."""
+    made: a refusal there leaves no temp file anywhere. Where the file system can, the file
+    is written without a name (O_TMPFILE) and named only after the folder is checked again
+    (`link_in`): a folder moved out of the roots while it is written takes nothing along,
+    even where the kernel sandbox would refuse to remove it out there."""
     if not paused:
         pause(held.tool, held.argument)
     verify(held.folder)
@@ -81,26 +85,38 @@ def replace_entry(
         result = fill(fd)
         os.fsync(fd)
         finish(fd)
+        step("written", "temp")
+        if temp is None:
+            temp = link_in(fd, held)
         new = New(held.folder, temp, held.where, os.fstat(fd), held.place)
         if placing is not None:  # a move across filesystems journals where its copy goes
             placing(new)
         put_in_place(held, new, paused=True)
     except BaseException:
-        # Where the kernel refuses the removal (the folder was moved out of the roots while
-        # the file was written), the call's own error is the one said, and the temp file's
-        # record stays open: the next start's recovery names it.
-        with suppress(OSError):
-            remove_quietly(held.folder, temp)
-            clear(temp)
+        # Where the kernel refuses the removal (a named temp file's folder was moved out of
+        # the roots while the file was written), the call's own error is the one said, and
+        # the temp file's record stays open: the next start's recovery names it.
+        if temp is not None:
+            with suppress(OSError):
+                remove_quietly(held.folder, temp)
+                clear(temp)
         raise
     finally:
         os.close(fd)
     return result
 
 
-def create_temp(folder: int, place: Place | None, name: str) -> tuple[int, str]:
+def create_temp(folder: int, place: Place | None, name: str) -> tuple[int, str | None]:
     """A new private file in `folder` for an atomic replace of `name`: (descriptor, temp
-    name), journalled before it exists, so recovery knows it is ours."""
+    name), journalled before it exists, so recovery knows it is ours; (descriptor, None) for
+    a file with no name yet (platform_calls.open_unnamed), which a kill leaves nowhere."""
+    try:
+        unnamed = open_unnamed(folder)
+    except PermissionError:  # the kernel sandbox: the folder was moved out of the roots
+        verify(folder)
+        raise
+    if unnamed is not None:
+        return unnamed, None
     while True:
         temp = temp_name()
         record(place, "temp", temp, name, type=stat.S_IFREG)
@@ -108,9 +124,45 @@ def create_temp(folder: int, place: Place | None, name: str) -> tuple[int, str]:
             return os.open(temp, NEW_FILE_FLAGS, 0o600, dir_fd=folder), temp
         except FileExistsError:
             clear(temp)
+        except PermissionError:
+            clear(temp)
+            verify(folder)  # moved out of the roots, where the kernel refused it: say that
+            raise
         except BaseException:
             clear(temp)
             raise
+
+
+def link_in(fd: int, held: Held) -> str:
+    """Give the written, unnamed file `fd` a temp name in the held folder, journalled first,
+    after the check that the folder is still the one checked, where it was. Moved out of the
+    roots in the instant after that check, the kernel sandbox refuses the link (nothing is
+    made out there); without one, the check right after the link sees it and removes the
+    file where it landed."""
+    temp = temp_name()
+    record(held.place, "temp", temp, held.name, type=stat.S_IFREG)
+    try:
+        verify(held.folder)
+        checked(held.tool, held.argument)
+        link_unnamed(fd, held.folder, temp)
+    except PermissionError:
+        clear(temp)
+        verify(held.folder)  # refused where the folder went: say that, not the errno
+        raise
+    except BaseException:
+        clear(temp)
+        raise
+
+    def undo() -> str:
+        try:
+            os.unlink(temp, dir_fd=held.folder)
+        except OSError as error:  # its record stays open: the next start names it
+            return f", except that its temp file could not be removed there ({error.strerror})"
+        clear(temp)
+        return ""
+
+    checked_after(held.folder, held.folder, undo)
+    return temp
 
 
 def writer_of(*parts: bytes) -> Callable[[int], None]:

@@ -89,6 +89,20 @@ def delete_stopped_line(
 ) -> str:
     """The one line of a recursive delete of `shown` (quoted) that stopped, `why` (the
     error and the path it stopped at), with `left` back under its name."""
+    return stopped_line(f"delete {shown} stopped", shown, deleted, left, why, below)
+
+
+def stopped_line(
+    lead: str,
+    shown: str,
+    deleted: int,
+    left: Remains,
+    why: str,
+    below: Callable[[Parts], str],
+) -> str:
+    """`lead` (what stopped), then what went and what remains under `shown` (quoted): the
+    counts and the first paths, then `why`. A move across filesystems whose removal of the
+    original stopped says it the same way (tree_writes.py)."""
     total = deleted + left.files
     count = left.files or left.folders  # no file left: the folders it could not remove
     what = f"{count:,} remain" if left.files else f"{count:,} folder{'s' * (count != 1)} remain"
@@ -97,4 +111,4 @@ def delete_stopped_line(
         more = count - len(left.first)
         named = ", ".join(below(parts) for parts in left.first)
         what += f" ({named} and {more:,} more)" if more > 0 else f" ({named})"
-    return f"delete {shown} stopped: {deleted:,} of {total:,} files deleted; {what}: {why}"
+    return f"{lead}: {deleted:,} of {total:,} files deleted; {what}: {why}"

@@ -18,7 +18,6 @@ import stat
 import time
 from collections.abc import Callable, Iterator
 from contextlib import ExitStack, contextmanager
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -26,7 +25,16 @@ from mcp.server.fastmcp.exceptions import ToolError
 
 from mcp_servers.answers import CappedLines, more_marker, to_json
 from mcp_servers.budget import unbounded
-from mcp_servers.capture import Held, New, confirm, now_at, put_back, put_in_place, set_aside
+from mcp_servers.capture import (
+    Held,
+    New,
+    beside,
+    confirm,
+    now_at,
+    put_back,
+    put_in_place,
+    set_aside,
+)
 from mcp_servers.dirfd import (
     LIST_FLAGS,
     Nearest,
@@ -41,6 +49,7 @@ from mcp_servers.errors import describe
 from mcp_servers.fileio import copy_sparse, kind_of, not_regular, open_checked, open_regular
 from mcp_servers.journal import clear, commit, moved, record
 from mcp_servers.links import links_leaving
+from mcp_servers.moving_across import CannotCarry, Copied, copy_tree, sync_folder, uncarried
 from mcp_servers.names import quoted, quoted_given, show
 from mcp_servers.parent_checks import verify
 from mcp_servers.permissions import check_writable
@@ -49,7 +58,7 @@ from mcp_servers.platform_calls import rename_no_replace
 from mcp_servers.race_hook import pause
 from mcp_servers.replacing import NEW_FILE_FLAGS, WriteBase, finisher, replace_entry
 from mcp_servers.sandbox import Resolved, is_within
-from mcp_servers.stopped import delete_stopped_line, remains
+from mcp_servers.stopped import delete_stopped_line, remains, stopped_line
 from mcp_servers.tool_base import show_given
 from mcp_servers.walking import Unreadable
 
@@ -124,7 +133,9 @@ class TreeTools(WriteBase):
                     if want is not None and stat.S_ISDIR(found.st_mode):
                         self.check_folder_state(src_folder, aside, src, want)
                     moving = New(src_folder, aside, held.where, found, held.place)
-                    self.move_to(moving, dst, dst_nearest, dst_name, replaced, wanted, source)
+                    self.move_to(moving, src, dst, dst_nearest, dst_name, replaced, wanted, held)
+                except Settled:  # what is left of the source is back under its name already
+                    raise
                 except BaseException as error:
                     raise_with_note(error, put_back(held, src_folder, aside, held.where))
         return to_json(
@@ -348,12 +359,13 @@ class TreeTools(WriteBase):
     def move_to(
         self,
         moving: New,
+        src: Resolved,
         dst: Resolved,
         dst_nearest: Nearest,
         dst_name: str,
         replaced: os.stat_result | None,
         wanted: dict[str, dict[str, Any]],
-        source: str,
+        source: Held,
     ) -> None:
         """Put the source set aside under the destination's name (in exchange for the entry
         checked there), or copy it there from another filesystem and remove it."""
@@ -368,10 +380,16 @@ class TreeTools(WriteBase):
                 except OSError as error:  # a bind mount: the same device, not one mount
                     if error.errno != errno.EXDEV:
                         raise
-            self.move_across(moving, target, source)
+            self.move_across(moving, target, source, src, wanted.get("source"))
 
-    def move_across(self, moving: New, target: Held, source: str) -> None:
+    def move_across(
+        self, moving: New, target: Held, held: Held, src: Resolved, want: Wanted
+    ) -> None:
         """A move to another filesystem: copy the entry set aside there, then remove it."""
+        source = held.shown
+        if stat.S_ISDIR(moving.found.st_mode):
+            self.move_folder_across(moving, target, held, src, want)
+            return
         if stat.S_ISLNK(moving.found.st_mode):
             text = os.readlink(moving.name, dir_fd=moving.folder)
             made = temp_name()
@@ -379,7 +397,7 @@ class TreeTools(WriteBase):
             try:
                 os.symlink(text, made, dir_fd=target.folder)
                 found = entry_stat(target.folder, made)
-                moved(moving.name, target.place, target.name, found)
+                self.deciding(moving, target, found)
                 placed = New(target.folder, made, target.where, found, target.place)
                 put_in_place(target, placed, paused=True)
             except BaseException:
@@ -393,26 +411,136 @@ class TreeTools(WriteBase):
                     target,
                     lambda fd: copy_sparse(reader, fd),
                     finisher(found, moving.folder, moving.name),
-                    lambda new: moved(moving.name, target.place, target.name, new.found),
+                    lambda new: self.deciding(moving, target, new.found),
                     paused=True,
                 )
             except OSError as error:  # its temp file is removed; `move` puts the source back
                 raise ToolError(
-                    f"move {quoted_given(source)} to {quoted(target.shown)} stopped on its "
-                    f"copy to the other filesystem: {error.strerror or describe(error)}; the "
-                    f"partial copy was removed and {quoted_given(source)} is where it was: "
+                    f"move {quoted(source)} to {quoted(target.shown)} stopped on its copy "
+                    f"to the other filesystem: {error.strerror or describe(error)}; the "
+                    f"partial copy was removed and {quoted(source)} is where it was: "
                     "nothing was moved"
                 ) from None
             finally:
                 os.close(reader)
         else:
             raise ToolError(
-                f"cannot move {quoted_given(source)} to another filesystem: it is a "
-                f"{kind_of(moving.found.st_mode)}; copy it there, then delete the original"
+                f"cannot move {quoted(source)} to another filesystem: it is a "
+                f"{kind_of(moving.found.st_mode)}, which a copy cannot carry there; nothing "
+                "was moved"
             )
         commit(moving.name)  # the copy is in place: a stopped server's move is finished
         os.unlink(moving.name, dir_fd=moving.folder)
         clear(moving.name)
+
+    def move_folder_across(
+        self, moving: New, target: Held, held: Held, src: Resolved, want: Wanted
+    ) -> None:
+        """A folder to another filesystem, each step journalled: the source is set aside
+        already (`move`); what the copy cannot carry refuses the move before anything is
+        copied; the copy is built under a temp name there (a `temp` record: a stopped server's
+        is removed at the next start), compared again with the preview's fingerprint, noted on
+        the source's record (`moved_to`: once it is under its name, the move went through) and
+        put in place; then the source is removed (committed: a stopped server's removal is
+        finished at the next start). A copy that fails is removed and `move` puts the source
+        back; a removal that stops half-way puts what is left back under the source's name,
+        and the answer says what went and what remains, the copy staying in place."""
+        listed = os.open(moving.name, LIST_FLAGS, dir_fd=moving.folder)
+        try:
+            self.refuse_uncarried(listed, held)
+            building = temp_name()
+            record(target.place, "temp", building, target.name, type=stat.S_IFDIR)
+            progress = Copied()
+            try:
+                os.mkdir(building, 0o700, dir_fd=target.folder)
+                copy_tree(listed, target.folder, building, progress, held.shown)
+                progress.at = ""
+                if want is not None:  # and nothing below changed while it was copied
+                    self.check_state(want, src, folder_state(listed))
+                sync_folder(target.folder)
+                built = entry_stat(target.folder, building)
+                self.deciding(moving, target, built)
+                placed = New(target.folder, building, target.where, built, target.place)
+                put_in_place(target, placed, paused=True)
+            except BaseException as error:
+                note = self.remove_partial(target.folder, building, target.name, target.where)
+                if not isinstance(error, Exception):
+                    raise
+                raise self.move_copy_stopped(error, held, target, progress, note) from None
+        finally:
+            os.close(listed)
+        sync_folder(target.folder)
+        commit(moving.name)  # the copy is in place: a stopped server's move is finished
+        removal = Removal()
+        try:
+            with unbounded():
+                remove_tree(moving.folder, moving.name, removal)
+        except OSError as error:
+            raise self.removal_stopped(held, moving.name, target, removal, error) from None
+        clear(moving.name)
+
+    def deciding(self, moving: New, target: Held, copy: os.stat_result) -> None:
+        """Right before a move's copy takes its name on the other filesystem (which decides
+        the move: the source is removed after it): refuse unless the source's folder is still
+        the one checked, where it was (a copy takes time; a folder moved out of the roots
+        meanwhile must not have the source removed out there: `move` puts it back), then note
+        where the copy goes on the source's journal record."""
+        verify(moving.folder)
+        moved(moving.name, target.place, target.name, copy)
+
+    def refuse_uncarried(self, listed: int, held: Held) -> None:
+        """Refuse, before anything is copied, a folder holding what a copy cannot carry."""
+        found = uncarried(listed)
+        if found.count:
+            raise self.cannot_carry(held, found.first, found.mode, found.count)
+
+    def cannot_carry(self, held: Held, parts: tuple[str, ...], mode: int, count: int) -> ToolError:
+        first = quoted(beside(held.shown, "/".join(parts)))
+        more = f" (and {count - 1:,} more such entries)" if count > 1 else ""
+        return ToolError(
+            f"cannot move {quoted(held.shown)} to another filesystem: {first} is a "
+            f"{kind_of(mode)}{more}, which a copy cannot carry there; nothing was moved"
+        )
+
+    def move_copy_stopped(
+        self, error: Exception, held: Held, target: Held, progress: Copied, note: str
+    ) -> Exception:
+        """A folder move across filesystems whose copy failed: `move` puts the source back,
+        and the line says where the copy stopped, why, and what became of the partial copy."""
+        if isinstance(error, CannotCarry):  # made after the check before the copy
+            return self.cannot_carry(held, error.parts, error.mode, 1)
+        if not isinstance(error, OSError):
+            return ToolError(f"{describe(error)}{note}") if note else error
+        shown, to = quoted(held.shown), quoted(target.shown)
+        at = f" at {quoted(beside(held.shown, progress.at))}" if progress.at else ""
+        outcome = note.removeprefix("; ") if note else "the partial copy was removed"
+        return ToolError(
+            f"move {shown} to {to} stopped on its copy to the other filesystem{at}: "
+            f"{error.strerror or error}; {progress.files:,} files had been copied, and "
+            f"{outcome}; {shown} is where it was: nothing was moved"
+        )
+
+    def removal_stopped(
+        self, held: Held, aside: str, target: Held, removal: Removal, error: OSError
+    ) -> Settled:
+        """The copy is in place, and the original's removal met an entry it cannot remove:
+        what is left goes back under the source's name, never stays hidden, and the line says
+        what went and what remains (as a stopped recursive delete says it)."""
+        note = put_back(held, held.folder, aside, held.where)
+        shown = quoted(held.shown)
+
+        def below(parts: tuple[str, ...]) -> str:
+            return quoted(beside(held.shown, "/".join(parts)))
+
+        lead = (
+            f"move {shown} to {quoted(target.shown)}: the copy is in place, but removing the "
+            "original stopped"
+        )
+        why = f"{error.strerror or error}: {below(removal.stopped_at or ())}"
+        if note:  # its name was taken meanwhile: the note says where what is left is kept
+            return Settled(f"{lead}: {removal.files:,} files removed{note}: {why}")
+        left = remains(held.folder, held.name, removal.stopped_at)
+        return Settled(stopped_line(lead, shown, removal.files, left, why, below))
 
     def copy_file(
         self, src: Resolved, dst: Resolved, overwrite: bool, wanted: dict[str, dict[str, Any]]
@@ -505,12 +633,12 @@ class TreeTools(WriteBase):
                 put_in_place(target, placed, paused=True)
                 return {**summary, "replaced": False}
             except BaseException as error:
-                note = self.remove_partial(folder, building, name, dst)
+                note = self.remove_partial(folder, building, name, target.where)
                 if not isinstance(error, Exception):
                     raise
                 raise self.copy_stopped(error, src, dst, progress, note) from None
 
-    def remove_partial(self, folder: int, building: str, name: str, dst: Resolved) -> str:
+    def remove_partial(self, folder: int, building: str, name: str, where: str) -> str:
         """Remove a folder copy that did not complete; '' once it is gone. One that cannot
         be removed whole is never left hidden under its temp name: it is kept under a
         visible name that says what it is, and the note says where."""
@@ -528,7 +656,7 @@ class TreeTools(WriteBase):
                 except OSError:
                     break  # left under its temp name: the journal has it for the next start
                 clear(building)
-                shown = quoted(self.raw_relative(dst.real.parent / kept))
+                shown = quoted(beside(where, kept))
                 return (
                     f"; the partial copy could not be removed ({error.strerror}) and is kept "
                     f"as {shown}"
@@ -642,13 +770,9 @@ class TreeTools(WriteBase):
         return dst
 
 
-@dataclass
-class Copied:
-    """How far a folder copy got: the files copied, and the entry (below the source) it
-    was at, so a copy that stops says where."""
-
-    files: int = 0
-    at: str = ""
+class Settled(ToolError):
+    """A move's refusal once what is left of its source is back under its name (the copy
+    is in place): nothing more to put back."""
 
 
 def partial_names(name: str) -> Iterator[str]:

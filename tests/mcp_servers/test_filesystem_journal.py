@@ -38,7 +38,7 @@ from race_pause import Pauses, paused_server
 
 from mcp_servers.dirfd import TEMP_NAME
 from mcp_servers.kernel_sandbox import ABI_ENV
-from mcp_servers.platform_calls import portable_forced
+from mcp_servers.platform_calls import UNNAMED_FILES, portable_forced
 from mcp_servers.race_hook import PAUSE_ENV, STEP_PAUSE_ENV
 
 
@@ -119,13 +119,30 @@ ACTS.append(
         {ABI_ENV: "1"},
     )
 )
+# A folder the same way: copied there under a temp name, put in place, then removed.
+ACTS.append(
+    Act(
+        "move folder across filesystems",
+        "move",
+        {"source": "d/sub", "destination": "sub"},
+        TREE,
+        {ABI_ENV: "1"},
+    )
+)
 # On the portable path too, where it differs. Not in the pass that runs the whole suite
 # portable (the Makefile's FSAGENT_PORTABLE_CALLS=1): there the acts above are these already,
 # and each copy would repeat ~40 server starts to test the same thing again.
 ACTS += [
-    Act(f"{act.name}, portable", act.tool, act.args, act.build, PORTABLE)
+    Act(f"{act.name}, portable", act.tool, act.args, act.build, {**act.env, **PORTABLE})
     for act in ACTS
-    if act.name in {"move over a file", "copy over a file", "write over a file", "delete file"}
+    if act.name
+    in {
+        "move over a file",
+        "copy over a file",
+        "write over a file",
+        "delete file",
+        "move folder across filesystems",
+    }
     and not portable_forced()
 ]
 
@@ -319,9 +336,11 @@ def test_a_second_server_never_touches_what_a_live_one_set_aside(
 # name, swaps, or makes a folder comes after an fdatasync of the journal made since the step
 # before it. A SIGKILL cannot tell a record written from one made durable (the page cache
 # outlives the process); the order of the system calls can.
-TRACED = "trace=openat,mkdirat,renameat,renameat2,fdatasync,fsync"
+TRACED = "trace=openat,mkdirat,renameat,renameat2,linkat,fdatasync,fsync"
 RENAME = re.compile(r'renameat2?\([^,]+, "[^"]*", [^,]+, "([^"]*)"(?:, (\w+))?\) = 0')
 CREATE = re.compile(r'openat\([^,]+, "(\.fsagent-[0-9a-f]{16}\.tmp)", [^)]*O_CREAT[^)]*\) = \d+')
+# A file written without a name (O_TMPFILE) is given its temp name by a link, journalled first.
+LINKED = re.compile(r'linkat\(AT_FDCWD, "/proc/self/fd/\d+", \d+, "\.fsagent-[0-9a-f]{16}\.tmp", ')
 MADE = re.compile(r'mkdirat\([^,]+, "([^"]+)", [0-7]+\) = 0')
 JOURNAL_OPENED = re.compile(r'openat\([^,]+, "[^"]*/\.\d+-[0-9a-f]{8}\.new", [^)]*\) = (\d+)')
 
@@ -345,6 +364,7 @@ def steps_out_of_order(trace: str) -> list[str]:
                 and (TEMP_NAME.fullmatch(renamed.group(1)) or renamed.group(2) == "RENAME_EXCHANGE")
             )
             or CREATE.match(call)
+            or LINKED.match(call)
             or MADE.match(call)
         ):
             if not synced:
@@ -372,6 +392,7 @@ def test_each_step_is_journalled_durably_before_it_is_taken(tmp_path: Path, port
             assert not result.is_error, (act.name, result.text)
     trace = log.read_text()
     assert trace.count("fdatasync(") >= 9
+    assert portable or not UNNAMED_FILES or LINKED.search(trace), "no file was linked in"
     assert steps_out_of_order(trace) == []
 
 

@@ -11,14 +11,17 @@ from __future__ import annotations
 import json
 import os
 import re
+import stat
 import subprocess
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
 from mcp_session import FilesystemServer, RawServer
 from race_pause import Pauses
 
+from mcp_servers.kernel_sandbox import ABI_ENV, abi_cap, kernel_abi
 from mcp_servers.race_hook import CHECKED_PAUSE_ENV, STEP_PAUSE_ENV
 
 # The server as a person's process runs: root, but without the capabilities that let root
@@ -228,31 +231,57 @@ def small_disk(tmp_path: Path) -> Iterator[Path]:
         subprocess.run(["umount", "-l", str(folder)], check=True)
 
 
+def whole(folder: Path) -> dict[str, Any]:
+    """Every entry below `folder` (bytes, link texts, folders; a FIFO as such, never opened)
+    and each one's mode."""
+    seen: dict[str, Any] = {}
+    for path in folder.rglob("*"):
+        found = path.lstat()
+        if stat.S_ISFIFO(found.st_mode):
+            value: Any = "FIFO"
+        elif stat.S_ISLNK(found.st_mode):
+            value = ("link", os.readlink(path))
+        else:
+            value = "folder" if stat.S_ISDIR(found.st_mode) else path.read_bytes()
+        seen[str(path.relative_to(folder))] = (value, stat.S_IMODE(found.st_mode))
+    return seen
+
+
 @pytest.mark.skipif(os.geteuid() != 0, reason="mounting a tmpfs needs root")
 def test_a_move_to_another_filesystem_that_fills_it_puts_the_source_back_and_says_so(
     tmp_path: Path, small_disk: Path, own_xdg_folders: Path
 ) -> None:
     """2 MiB onto a 1 MiB filesystem: the copy stops at ENOSPC, its partial copy is removed,
-    and the source is back whole under its name. A folder is refused before anything."""
+    and the source is back whole under its name; a folder holding 2 MiB the same way."""
     root = tmp_path / "root"
     root.mkdir()
     tree(root)
     data = os.urandom(2 * 1024 * 1024)
     (root / "big.bin").write_bytes(data)
-    before = {path: path.read_bytes() for path in root.rglob("*") if path.is_file()}
+    (root / "d" / "big.bin").write_bytes(data)
+    before = whole(root)
     with FilesystemServer([root, small_disk]) as server:
         args = {"source": "big.bin", "destination": str(small_disk / "big.bin")}
         expect = json.loads(server.ok("plan", tool="move", args=args))["paths"]
         result = server.call("move", **args, expect=expect)
-        folder = server.call("move", source="d", destination=str(small_disk / "d"))
+        args = {"source": "d", "destination": str(small_disk / "d")}
+        expect = json.loads(server.ok("plan", tool="move", args=args))["paths"]
+        folder = server.call("move", **args, expect=expect)
     assert result.is_error and "\n" not in result.text
     assert result.text == (
         f"move 'big.bin' to '{small_disk}/big.bin' stopped on its copy to the other "
         "filesystem: No space left on device; the partial copy was removed and 'big.bin' is "
         "where it was: nothing was moved"
     )
-    assert folder.is_error and folder.text.startswith("cannot move 'd' to another filesystem")
-    assert {path: path.read_bytes() for path in root.rglob("*") if path.is_file()} == before
+    assert folder.is_error and "\n" not in folder.text
+    said = re.fullmatch(
+        f"move 'd' to '{re.escape(str(small_disk))}/d' stopped on its copy to the other "
+        r"filesystem at 'd/big.bin': No space left on device; (\d+) files had been copied, "
+        "and the partial copy was removed; 'd' is where it was: nothing was moved",
+        folder.text,
+    )
+    assert said is not None, folder.text
+    assert whole(root) == before
     assert list(small_disk.iterdir()) == [] and hidden(root) == []
     data_folder = own_xdg_folders / "data"
     assert journal_sizes(data_folder, root) == journal_sizes(data_folder, small_disk) == [0]
@@ -288,3 +317,163 @@ def test_a_stopped_delete_killed_at_any_step_leaves_nothing_hidden_or_changed(
     }
     assert now.items() <= before.items() and "sub/keep.txt" in now, (step, now)
     assert hidden(root) == [] and journal_sizes(own_xdg_folders / "data", root) == [0]
+
+
+# -- a folder moved to another filesystem (issue 40) ------------------------------------------
+
+
+def folder_tree(root: Path) -> None:
+    """d: the six files, a read-only file, an empty folder, a link inside and one to a file
+    outside the folder (both kept as links, with their own text)."""
+    tree(root)
+    (root / "d" / "sub" / "b.txt").chmod(0o640)
+    (root / "d" / "empty").mkdir(mode=0o750)
+    (root / "d" / "empty").chmod(0o750)
+    os.symlink("../a.txt", root / "d" / "sub" / "to-a")
+    (root / "top.txt").write_text("top\n")
+    os.symlink(str(root / "top.txt"), root / "d" / "to-top")
+
+
+@pytest.mark.skipif(os.geteuid() != 0, reason="mounting a tmpfs needs root")
+def test_a_folder_moved_to_another_filesystem_arrives_whole_and_leaves_nothing_behind(
+    tmp_path: Path, small_disk: Path, own_xdg_folders: Path
+) -> None:
+    root = tmp_path / "root"
+    root.mkdir()
+    folder_tree(root)
+    before = whole(root / "d")
+    with FilesystemServer([root, small_disk]) as server:
+        args = {"source": "d", "destination": str(small_disk / "d")}
+        expect = json.loads(server.ok("plan", tool="move", args=args))["paths"]
+        result = server.call("move", **args, expect=expect)
+    assert not result.is_error, result.text
+    assert json.loads(result.text)["type"] == "folder"
+    assert whole(small_disk / "d") == before  # bytes, link texts, folders, modes
+    assert not (root / "d").exists() and hidden(root) == [] and hidden(small_disk) == []
+    data = own_xdg_folders / "data"
+    assert journal_sizes(data, root) == journal_sizes(data, small_disk) == [0]
+
+
+@pytest.mark.skipif(os.geteuid() != 0, reason="mounting a tmpfs needs root")
+def test_a_folder_holding_a_fifo_is_refused_before_anything_moves(
+    tmp_path: Path, small_disk: Path, own_xdg_folders: Path
+) -> None:
+    """A FIFO has no copy that is the same thing: a move must not drop it, so it refuses."""
+    root = tmp_path / "root"
+    root.mkdir()
+    tree(root)
+    os.mkfifo(root / "d" / "sub" / "pipe")
+    os.mkfifo(root / "d" / "pipe2")
+    before = whole(root)
+    with FilesystemServer([root, small_disk]) as server:
+        result = server.call("move", source="d", destination=str(small_disk / "d"))
+    assert result.is_error
+    assert re.fullmatch(
+        r"cannot move 'd' to another filesystem: 'd/(sub/pipe|pipe2)' is a FIFO \(and 1 more "
+        r"such entries\), which a copy cannot carry there; nothing was moved",
+        result.text,
+    ), result.text
+    assert whole(root) == before and list(small_disk.iterdir()) == []
+    data = own_xdg_folders / "data"
+    assert journal_sizes(data, root) == journal_sizes(data, small_disk) == [0]
+
+
+@pytest.mark.skipif(os.geteuid() != 0, reason="mounting a tmpfs needs root")
+def test_a_folder_move_whose_removal_stops_puts_what_is_left_back_and_says_so(
+    immutable: Path, small_disk: Path, own_xdg_folders: Path
+) -> None:
+    """The copy is in place; the original's d/sub/keep.txt is immutable, so its removal
+    stops there: what is left is back under 'd' (never hidden), and the line says what went
+    and what remains, as a stopped delete says it."""
+    root = immutable
+    with FilesystemServer([root, small_disk]) as server:
+        result = server.call("move", source="d", destination=str(small_disk / "d"))
+    assert result.is_error and "\n" not in result.text
+    said = re.fullmatch(
+        f"move 'd' to '{re.escape(str(small_disk))}/d': the copy is in place, but removing "
+        r"the original stopped: (\d+) of 6 files deleted; (\d+) remain under 'd' "
+        r"\((.*?)(?: and \d+ more)?\): Operation not permitted: 'd/sub/keep.txt'",
+        result.text,
+    )
+    assert said is not None, result.text
+    left = files_under(root / "d")
+    assert int(said.group(2)) == len(left) and int(said.group(1)) == 6 - len(left)
+    assert said.group(3).split(", ")[0] == "'d/sub/keep.txt'" and "d/sub/keep.txt" in left
+    assert {name.split("/", 1)[1] for name in files_under(small_disk / "d")} == set(SIX_FILES)
+    assert hidden(root) == [] and hidden(small_disk) == []
+    data = own_xdg_folders / "data"
+    assert journal_sizes(data, root) == journal_sizes(data, small_disk) == [0]
+
+
+@pytest.mark.skipif(os.geteuid() != 0, reason="mounting a tmpfs needs root")
+def test_a_folder_changed_while_it_is_copied_across_is_not_moved(
+    tmp_path: Path, small_disk: Path, own_xdg_folders: Path
+) -> None:
+    """The preview's fingerprint is compared before the copy and again after it: a file
+    added to the folder (set aside under its temp name) while it is copied refuses the move,
+    the partial copy is removed, and the folder is back under its name with the new file."""
+    root = tmp_path / "root"
+    root.mkdir()
+    tree(root)
+    pauses = Pauses(tmp_path / "steps")
+    try:
+        with FilesystemServer([root, small_disk], env={STEP_PAUSE_ENV: str(pauses.folder)}) as s:
+            args = {"source": "d", "destination": str(small_disk / "d")}
+            expect = json.loads(s.ok("plan", tool="move", args=args))["paths"]
+            call = pauses.start(s, "move", **args, expect=expect)
+            pauses.reached("recorded", "temp")  # set aside and compared; the copy is next
+            (aside,) = hidden(root)
+            (aside / "sub" / "late.txt").write_text("added while it was copied\n")
+            result = pauses.finish(call)
+    finally:
+        pauses.close()
+    assert result.is_error and result.text.startswith(
+        "precondition failed: 'd' changed since it was previewed"
+    ), result.text
+    assert (root / "d" / "sub" / "late.txt").exists() and len(files_under(root / "d")) == 7
+    assert list(small_disk.iterdir()) == [] and hidden(root) == []
+    data = own_xdg_folders / "data"
+    assert journal_sizes(data, root) == journal_sizes(data, small_disk) == [0]
+
+
+@pytest.mark.skipif(os.geteuid() != 0, reason="mounting a tmpfs needs root")
+@pytest.mark.parametrize("landlock", [True, False], ids=["landlock", "landlock-off"])
+def test_a_folder_whose_parent_leaves_the_root_while_it_is_copied_across_is_not_removed(
+    tmp_path: Path, small_disk: Path, own_xdg_folders: Path, landlock: bool
+) -> None:
+    """docs/d is set aside and about to be copied when docs is moved out of the root: the
+    copy is not put in place, so the move is not decided and the source is never removed
+    out there; without Landlock it is put back under its name where docs went, with
+    Landlock (which refuses that out there) the refusal names where it is. The other
+    filesystem keeps nothing either way."""
+    root = tmp_path / "root"
+    root.mkdir()
+    tree(root / "docs")
+    outside = tmp_path / "outside"
+    outside.mkdir()
+    before = whole(root / "docs" / "d")
+    pauses = Pauses(tmp_path / "steps")
+    env = {STEP_PAUSE_ENV: str(pauses.folder), **({} if landlock else {ABI_ENV: "0"})}
+    try:
+        with FilesystemServer([root, small_disk], env=env) as server:
+            call = pauses.start(server, "move", source="docs/d", destination=str(small_disk / "d"))
+            pauses.reached("recorded", "temp")  # set aside; the copy is next
+            os.rename(root / "docs", outside / "docs")
+            result = pauses.finish(call)
+    finally:
+        pauses.close()
+    assert result.is_error and "\n" not in result.text
+    assert list(small_disk.iterdir()) == []
+    if landlock and kernel_abi()[0] > 0 and abi_cap() != 0:  # the kernel refuses to read it
+        (aside,) = hidden(outside)
+        assert "nothing was moved" in result.text and result.text.endswith(
+            f"could not be put back (Permission denied): it is '{aside.name}' in that folder, "
+            "wherever it went"
+        ), result.text
+        assert whole(aside) == before
+        return
+    waiting = "changed while waiting: 'docs' was moved or replaced after the check"
+    assert result.text.startswith(f"{waiting}; nothing was changed"), result.text
+    assert whole(outside / "docs" / "d") == before and hidden(outside) == []
+    data = own_xdg_folders / "data"
+    assert journal_sizes(data, root) == journal_sizes(data, small_disk) == [0]

@@ -145,13 +145,16 @@ def test_require_kernel_sandbox_refuses_to_start_without_it(tmp_path: Path) -> N
         assert raw.initialized["capabilities"]["experimental"][CAPABILITY]["holds"]
 
 
-def test_before_abi_2_a_move_across_folders_is_a_copy_and_a_folder_stays(tmp_path: Path) -> None:
+def test_before_abi_2_a_move_across_folders_is_a_copy_of_a_file_and_of_a_folder(
+    tmp_path: Path,
+) -> None:
     # ABI 1 has no REFER: the kernel refuses every rename across folders (EXDEV), as across
-    # filesystems, and the server's move falls back to its copy for files only.
+    # filesystems, and the server's move falls back to its copy, of a folder too.
     (tmp_path / "a").mkdir()
     (tmp_path / "b").mkdir()
     (tmp_path / "a" / "f.txt").write_text("moved\n")
     (tmp_path / "a" / "folder").mkdir()
+    (tmp_path / "a" / "folder" / "in.txt").write_text("inside\n")
     with RawServer([tmp_path], env={ABI_ENV: "1"}) as raw:
         report = raw.initialized["capabilities"]["experimental"][CAPABILITY]
         file_move = tool_text(raw.answer(raw.call("move", source="a/f.txt", destination="b/f.txt")))
@@ -163,8 +166,9 @@ def test_before_abi_2_a_move_across_folders_is_a_copy_and_a_folder_stays(tmp_pat
     assert not file_move[1]
     assert (tmp_path / "b" / "f.txt").read_text() == "moved\n"
     assert not (tmp_path / "a" / "f.txt").exists()
-    assert folder_refused and "to another filesystem: it is a folder" in folder_text
-    assert (tmp_path / "a" / "folder").is_dir() and not (tmp_path / "b" / "folder").exists()
+    assert not folder_refused, folder_text
+    assert (tmp_path / "b" / "folder" / "in.txt").read_text() == "inside\n"
+    assert not (tmp_path / "a" / "folder").exists()
     assert not write[1] and (tmp_path / "a" / "g.txt").read_text() == "atomic\n"
 
 

@@ -32,6 +32,7 @@ from race_pause import Pauses
 from tree_entries import entries
 
 from mcp_servers.kernel_sandbox import ABI_ENV, abi_cap, kernel_abi
+from mcp_servers.platform_calls import UNNAMED_FILES
 from mcp_servers.race_hook import CHECKED_PAUSE_ENV, PAUSE_ENV, STEP_PAUSE_ENV
 
 KINDS = ("moved", "replaced", "link")  # what the person does to the folder at the pause
@@ -401,3 +402,65 @@ def test_with_landlock_a_set_aside_entry_taken_out_of_the_roots_is_named_where_i
     ), result.text
     assert (gone / aside).read_text() == "sub a: alpha\n"
     assert journal != [0]  # its record stays for the next start
+
+
+# -- a folder moved out of the roots while a temp file is written into it -------------------
+
+WRITES = [
+    Case("write_file", {"path": "docs/sub/a.txt", "content": "NEW\n"}, "path", name="write-over"),
+    Case("write_file", {"path": "docs/sub/new.txt", "content": "NEW\n"}, "path", name="write-new"),
+    Case(
+        "copy",
+        {"source": "top.txt", "destination": "docs/sub/b.txt", "overwrite": True},
+        "destination",
+        name="copy-over",
+    ),
+]
+# Where the folder goes: once the temp file is written, before the check that precedes its
+# name (FSAGENT_TEST_STEP_PAUSE, `written temp`); or right after that check, before the call
+# that names it or puts it in place (FSAGENT_TEST_CHECKED_PAUSE).
+HOLDS = {"written": (STEP_PAUSE_ENV, "written temp"), "checked": (CHECKED_PAUSE_ENV, "")}
+
+
+@pytest.mark.parametrize("landlock", [True, False], ids=["landlock", "landlock-off"])
+@pytest.mark.parametrize("hold", list(HOLDS))
+@pytest.mark.parametrize("case", WRITES, ids=[case.id for case in WRITES])
+def test_a_folder_moved_out_while_a_temp_file_is_written_leaves_nothing_there(
+    tmp_path: Path, own_xdg_folders: Path, case: Case, hold: str, landlock: bool
+) -> None:
+    """With O_TMPFILE the file has no name until the folder is checked again, so the folder
+    takes nothing along: refused, the outside folder and the root byte for byte as the
+    person left them (hidden names included), the journal empty; with Landlock (which refuses
+    the link out there) and without it (the check right after the link removes it there). On
+    the portable path (no O_TMPFILE, as on macOS) the named temp file is removed where it
+    went, which only a system without Landlock allows: with it, the one case left."""
+    landlock = landlock and kernel_abi()[0] > 0 and abi_cap() != 0
+    variable, line = HOLDS[hold]
+    root = arena(tmp_path)
+    outside = tmp_path / "outside"
+    pauses = Pauses(tmp_path / "steps")
+    env = {variable: str(pauses.folder), **({} if landlock else {ABI_ENV: "0"})}
+    try:
+        with FilesystemServer([root], env=env) as server:
+            before = world(tmp_path)
+            call = pauses.start(server, case.tool, **in_kind("moved", case.args))
+            pauses.reached(*(line or f"checked {case.tool} {case.argument}").split(" ", 1))
+            swap("moved", root / "moved", case.swapped, outside)
+            result = pauses.finish(call)
+            expected = as_left(before, "moved", case.swapped, tmp_path)
+            now, journal = world(tmp_path), journal_sizes(own_xdg_folders / "data", root)
+    finally:
+        pauses.close()
+    assert result.is_error and "\n" not in result.text, result.text
+    if landlock and not UNNAMED_FILES:  # the kernel refuses its removal where it went
+        (left,) = [key for key in now if key not in expected]
+        assert left.startswith("outside/moved/moved_away/.fsagent-") and journal != [0]
+        return
+    assert now == expected
+    assert journal == [0]
+    if hold == "written" or (landlock and UNNAMED_FILES):
+        assert result.text == waiting("moved", case.swapped)  # nothing was made out there
+    elif UNNAMED_FILES:
+        assert result.text == ACTING  # linked where it went, seen and removed there
+    else:
+        assert result.text in (waiting("moved", case.swapped), ACTING)
