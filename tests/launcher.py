@@ -176,7 +176,6 @@ def launch(request: dict[str, Any], fds: list[int]) -> None:
         signal.signal(signal.SIGINT, signal.default_int_handler)
         signal.signal(signal.SIGTERM, signal.SIG_DFL)
         signal.signal(signal.SIGPIPE, signal.SIG_IGN)
-        signal.signal(signal.SIGXFSZ, signal.SIG_IGN)
         unbuffered = bool(request["env"].get("PYTHONUNBUFFERED"))
         sys.stdin = stdio(0, "r", STDIO_ERRORS, unbuffered=unbuffered)
         sys.stdout = stdio(1, "w", STDIO_ERRORS, unbuffered=unbuffered)

@@ -8,8 +8,11 @@ and itself the session's leader; how the interpreter built its standard streams;
 dispositions and mask, umask, folder, argv, environment and open descriptors. Then it reads a
 line from the terminal, writes it as read into REPORT.line, and exits with the number typed;
 Ctrl-C there (SIGINT, from the terminal's line discipline) goes uncaught, as in any script.
+At its end, a thread that is no daemon and an atexit handler each add a line to REPORT.end
+(the interpreter waits for the one and runs the other).
 """
 
+import atexit
 import json
 import os
 import signal
@@ -90,10 +93,25 @@ def is_open(fd: int) -> bool:
     return True
 
 
+def at_the_end(path: str, what: str) -> None:
+    with open(path, "a") as out:
+        out.write(what + "\n")
+
+
+def after_main(path: str) -> None:
+    """A thread that is no daemon: it goes on once the main thread is done, and the
+    interpreter waits for it before it exits."""
+    threading.main_thread().join()
+    at_the_end(path, "a thread that is no daemon finished")
+
+
 def main() -> None:
     state = report()  # before anything is opened here
     with open(sys.argv[1], "w") as out:
         json.dump(state, out)
+    end = sys.argv[1] + ".end"
+    atexit.register(at_the_end, end, "atexit ran")
+    threading.Thread(target=after_main, args=(end,)).start()
     print("probe> ", end="", flush=True)
     line = sys.stdin.readline()
     with open(sys.argv[1] + ".line", "w") as out:

@@ -14,6 +14,7 @@ import sys
 from pathlib import Path
 
 import pytest
+from launcher import LAUNCHER
 
 from conftest import Workspace, agent_env
 from fake_llm import FakeLLM, reply
@@ -38,6 +39,7 @@ def probed(tmp_path: Path, how: str, answer: str) -> tuple[dict, int, PtyScreen]
     found["environment"].pop(SERVER_LAUNCHER_ENV, None)  # the fork's own server hook
     line = report.with_name(report.name + ".line")
     found["line read"] = json.loads(line.read_text()) if line.exists() else None
+    found["at the end"] = report.with_name(report.name + ".end").read_text().splitlines()
     return found, code, screen
 
 
@@ -52,7 +54,8 @@ LITERAL_CR = "\x16\r"
     ids=["exit-7", "ctrl-c"],
 )
 def test_a_forked_process_has_the_terminal_an_execd_one_has(tmp_path: Path, answer: str, code: int):
-    old = os.umask(0o027)  # not the usual one: each must take the test's
+    LAUNCHER.started()  # before the umask changes: the fork must take the test's, not its own
+    old = os.umask(0o027)  # not the usual one
     try:
         by_fork, fork_code, fork_screen = probed(tmp_path, "fork", answer)
         by_exec, exec_code, exec_screen = probed(tmp_path, "exec", answer)
@@ -66,6 +69,7 @@ def test_a_forked_process_has_the_terminal_an_execd_one_has(tmp_path: Path, answ
     assert by_exec["open descriptors"] == [0, 1, 2]
     assert by_exec["umask"] == "0027" and by_exec["environment"]["PROBE_SAYS"] == "hello"
     assert by_exec["line read"] == ("7\r\n" if code == 7 else None)
+    assert by_exec["at the end"] == ["a thread that is no daemon finished", "atexit ran"]
     assert by_exec["argv"][1:] == [str(tmp_path / "exec.json")]
     by_fork["argv"][1:] = by_exec["argv"][1:]  # each was told its own report's name
     assert by_fork == by_exec
