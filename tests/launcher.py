@@ -221,9 +221,19 @@ def launch(request: dict[str, Any], fds: list[int]) -> None:
     os._exit(code)
 
 
+# What a shell gives a job it starts in the foreground of a terminal: these signals at their
+# defaults. (A pytest-xdist worker ignores SIGINT, and a process inherits an ignored signal,
+# exec or not: an interpreter that starts with SIGINT ignored keeps it so, and Ctrl-C would
+# do nothing.)
+SHELL_DEFAULTS = (signal.SIGINT, signal.SIGQUIT, signal.SIGTSTP, signal.SIGTTIN, signal.SIGTTOU)
+
+
 def take_terminal(fd: int) -> None:
     """In the launched process: a session of its own whose controlling terminal is `fd`, as
-    stdin, stdout and stderr; no other descriptor (Popen's close_fds)."""
+    stdin, stdout and stderr; no other descriptor (Popen's close_fds); the signals a shell
+    resets (SIGINT then gets the interpreter's handler, as at its start)."""
+    for number in SHELL_DEFAULTS:
+        signal.signal(number, signal.SIG_DFL)
     os.setsid()
     fcntl.ioctl(fd, termios.TIOCSCTTY, 0)
     for target in (0, 1, 2):

@@ -27,6 +27,7 @@ from __future__ import annotations
 import fcntl
 import os
 import pty
+import signal
 import struct
 import subprocess
 import sys
@@ -38,7 +39,7 @@ from pathlib import Path
 from typing import Any
 
 import pyte
-from launcher import AGENT, LAUNCHER, Launched
+from launcher import AGENT, LAUNCHER, SHELL_DEFAULTS, Launched
 
 ROWS, COLUMNS = 40, 120
 EXEC_ENV = "FSAGENT_TEST_EXEC_AGENTS"
@@ -219,5 +220,8 @@ class PtyScreen:
 
 
 def _take_terminal() -> None:
-    """In the child: make the pty (its stdin) the controlling terminal of its new session."""
+    """In the child, before the exec: the signals as a shell's job has them, and the pty (its
+    stdin) the controlling terminal of its new session (as tests/launcher.py's fork)."""
+    for number in SHELL_DEFAULTS:
+        signal.signal(number, signal.SIG_DFL)
     fcntl.ioctl(0, termios.TIOCSCTTY, 0)
