@@ -222,9 +222,9 @@ def launch(request: dict[str, Any], fds: list[int]) -> None:
 
 
 # What a shell gives a job it starts in the foreground of a terminal: these signals at their
-# defaults. (A pytest-xdist worker ignores SIGINT, and a process inherits an ignored signal,
-# exec or not: an interpreter that starts with SIGINT ignored keeps it so, and Ctrl-C would
-# do nothing.)
+# defaults. (A test run started with SIGINT ignored, as a shell's background job without job
+# control is, hands that on to every process it starts, exec or not; an interpreter that starts
+# with SIGINT ignored keeps it so, and Ctrl-C at its terminal would do nothing.)
 SHELL_DEFAULTS = (signal.SIGINT, signal.SIGQUIT, signal.SIGTSTP, signal.SIGTTIN, signal.SIGTTOU)
 
 
