@@ -11,8 +11,9 @@ process forked by tests/launcher.py), `Workspace.start`, or `subprocess` itself.
 What a process would have of its own, and a run here gets for its duration:
 
 - stdin: the given text behind a text layer as the interpreter makes one for a pipe (UTF-8,
-  universal newlines, not a terminal); stdout and stderr: UTF-8 text layers over buffers
-  (stderr with backslashreplace, as Python's), decoded as subprocess's text mode decodes them.
+  lines ending at "\n" with a "\r" kept as it is, not a terminal); stdout and stderr: UTF-8
+  text layers over buffers (stderr with backslashreplace, as Python's), decoded as
+  subprocess's text mode decodes them.
   Python-level only: nothing our commands run writes to descriptors 1 and 2 but through
   sys.stdout and sys.stderr. The MCP server `undo` starts gets pipes and /dev/null
   (core/tools/server_process.py), except under --verbose, when it writes its log to
@@ -82,7 +83,8 @@ def invoke(
 
     if "--verbose" in argv:
         raise ValueError("--verbose: the MCP server's log would bypass the capture; use run()")
-    stdin = io.TextIOWrapper(io.BytesIO(input.encode("utf-8")), encoding="utf-8")
+    # newline="\n": the interpreter's own stdin translates no "\r" (CPython's create_stdio).
+    stdin = io.TextIOWrapper(io.BytesIO(input.encode("utf-8")), encoding="utf-8", newline="\n")
     out, err = io.BytesIO(), io.BytesIO()
     stdout = io.TextIOWrapper(out, encoding="utf-8", write_through=True)
     stderr = io.TextIOWrapper(err, encoding="utf-8", errors="backslashreplace", line_buffering=True)

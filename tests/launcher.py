@@ -13,16 +13,24 @@ before.
 The launcher is single-threaded when it forks (checked at start): a fork of a process with
 other threads could copy a lock one of them held.
 
+A launch at a terminal (`Launcher.on_terminal`, tests/pty_screen.py) is the same fork given
+one descriptor, a pseudo-terminal, which it makes its controlling terminal in a session of
+its own (setsid, then TIOCSCTTY) and its stdin, stdout and stderr, as a process started on
+that terminal has them: Ctrl-C typed there is SIGINT for its process group, isatty() is true
+on all three, and the streams are built as the interpreter builds them for a terminal. The
+launcher itself never has a terminal, a handler but SIGCHLD's, a connection or a thread.
+
 Protocol, over a Unix socket per launch: the request is one JSON line (argv, env, cwd) with
-the three descriptors (SCM_RIGHTS); the answer is the launched pid, then its wait status,
-each one line. The launcher forks a waiter per launch, which forks the process, so the
-launcher itself never blocks on a child.
+the three descriptors (SCM_RIGHTS), or the terminal's one; the answer is the launched pid,
+then its wait status, each one line. The launcher forks a waiter per launch, which forks the
+process, so the launcher itself never blocks on a child.
 """
 
 from __future__ import annotations
 
 import atexit
 import contextlib
+import fcntl
 import io
 import json
 import os
@@ -32,8 +40,10 @@ import socket
 import subprocess
 import sys
 import tempfile
+import termios
 import threading
 import time
+import traceback
 from pathlib import Path
 from typing import Any
 
@@ -122,32 +132,41 @@ def wait_for_launch(connection: socket.socket, request: dict[str, Any], fds: lis
     os._exit(0)
 
 
-# The text layer of the standard streams, as the interpreter makes it for a pipe.
+# The text layer of the standard streams, as the interpreter makes it (CPython's create_stdio).
 STDIO_ENCODING = sys.stdout.encoding
 STDIO_ERRORS = sys.stdout.errors
 
 
-def stdio(fd: int, mode: str, errors: str, *, unbuffered: bool, line: bool = False) -> Any:
+def stdio(fd: int, mode: str, errors: str, *, unbuffered: bool) -> Any:
+    """A standard stream as the interpreter makes it: stdin always buffered; stdout and
+    stderr unbuffered under PYTHONUNBUFFERED (written through), else line-buffered at a
+    terminal, and stderr always; newlines read as they come ("\n", no translation of "\r")."""
     raw = io.FileIO(fd, mode, closefd=False)
     if mode == "r":
-        return io.TextIOWrapper(io.BufferedReader(raw), STDIO_ENCODING, errors)
-    buffered = raw if unbuffered else io.BufferedWriter(raw)
+        buffered: Any = io.BufferedReader(raw)
+    else:
+        buffered = raw if unbuffered else io.BufferedWriter(raw)
     return io.TextIOWrapper(
-        buffered,  # type: ignore[arg-type]
+        buffered,
         STDIO_ENCODING,
         errors,
-        line_buffering=line,
+        newline="\n",
+        line_buffering=not unbuffered and (raw.isatty() or fd == 2),
         write_through=unbuffered,
     )
 
 
 def launch(request: dict[str, Any], fds: list[int]) -> None:
-    """Become `python agent.py ARGV...` in the request's folder and environment, or for a
-    request of kind "server" (tests/server_stub.py), `python -m mcp_servers.filesystem ...`."""
+    """Become `python agent.py ARGV...` in the request's folder and environment, on its pipes
+    or, for a request of kind "tty", on its terminal; or for a request of kind "server"
+    (tests/server_stub.py), `python -m mcp_servers.filesystem ...`."""
     try:
-        for target, fd in enumerate(fds):
-            os.dup2(fd, target)
-            os.close(fd)
+        if request.get("kind") == "tty":
+            take_terminal(fds[0])
+        else:
+            for target, fd in enumerate(fds):
+                os.dup2(fd, target)
+                os.close(fd)
         os.chdir(request["cwd"])
         if "umask" in request:  # the test's, not the launcher's (a server's new files)
             os.umask(request["umask"])
@@ -158,9 +177,12 @@ def launch(request: dict[str, Any], fds: list[int]) -> None:
         signal.signal(signal.SIGTERM, signal.SIG_DFL)
         signal.signal(signal.SIGPIPE, signal.SIG_IGN)
         unbuffered = bool(request["env"].get("PYTHONUNBUFFERED"))
-        sys.stdin = stdio(0, "r", STDIO_ERRORS, unbuffered=False)
+        sys.stdin = stdio(0, "r", STDIO_ERRORS, unbuffered=unbuffered)
         sys.stdout = stdio(1, "w", STDIO_ERRORS, unbuffered=unbuffered)
-        sys.stderr = stdio(2, "w", "backslashreplace", unbuffered=unbuffered, line=True)
+        sys.stderr = stdio(2, "w", "backslashreplace", unbuffered=unbuffered)
+        # What a library reaches for as "the process's own" streams (prompt_toolkit's output
+        # falls back to them): these, never the launcher's.
+        sys.__stdin__, sys.__stdout__, sys.__stderr__ = sys.stdin, sys.stdout, sys.stderr
         import runpy
 
         if request.get("kind") == "server":
@@ -174,24 +196,64 @@ def launch(request: dict[str, Any], fds: list[int]) -> None:
             sys.argv = [module, *argv]
             runpy.run_module(module, run_name="__main__", alter_sys=True)
         else:
-            sys.argv = [str(AGENT), *request["argv"]]
-            sys.path[0] = str(AGENT.parent)
-            runpy.run_path(str(AGENT), run_name="__main__")
+            # agent.py, or a test's own script run the same way (tests/tty_probe.py).
+            script = request.get("script", str(AGENT))
+            sys.argv = [script, *request["argv"]]
+            sys.path[0] = os.path.dirname(script)
+            runpy.run_path(script, run_name="__main__")
         code = 0
     except SystemExit as exit_:
         code = exit_.code if isinstance(exit_.code, int) else (0 if exit_.code is None else 1)
         if exit_.code is not None and not isinstance(exit_.code, int):
             print(exit_.code, file=sys.stderr)
+    except KeyboardInterrupt:
+        # As the interpreter ends on a Ctrl-C nothing caught: the traceback, then death by
+        # SIGINT (a shell's 130), not an exit code of 1.
+        traceback.print_exc()
+        finish(request)
+        signal.signal(signal.SIGINT, signal.SIG_DFL)
+        os.kill(os.getpid(), signal.SIGINT)
+        code = 1
     except BaseException:
-        import traceback
-
         traceback.print_exc()
         code = 1
-    try:
-        sys.stdout.flush()
-        sys.stderr.flush()
-    finally:
-        os._exit(code)
+    finish(request)
+    os._exit(code)
+
+
+# What a shell gives a job it starts in the foreground of a terminal: these signals at their
+# defaults. (A test run started with SIGINT ignored, as a shell's background job without job
+# control is, hands that on to every process it starts, exec or not; an interpreter that starts
+# with SIGINT ignored keeps it so, and Ctrl-C at its terminal would do nothing.)
+SHELL_DEFAULTS = (signal.SIGINT, signal.SIGQUIT, signal.SIGTSTP, signal.SIGTTIN, signal.SIGTTOU)
+
+
+def take_terminal(fd: int) -> None:
+    """In the launched process: a session of its own whose controlling terminal is `fd`, as
+    stdin, stdout and stderr; no other descriptor (Popen's close_fds); the signals a shell
+    resets (SIGINT then gets the interpreter's handler, as at its start)."""
+    for number in SHELL_DEFAULTS:
+        signal.signal(number, signal.SIG_DFL)
+    os.setsid()
+    fcntl.ioctl(fd, termios.TIOCSCTTY, 0)
+    for target in (0, 1, 2):
+        os.dup2(fd, target)
+    os.close(fd)
+    os.closerange(3, os.sysconf("SC_OPEN_MAX"))
+
+
+def finish(request: dict[str, Any]) -> None:
+    """What the interpreter does at its end before the process exits: for fsagent, wait for
+    the threads that are not daemons and run the atexit handlers (a thread left running
+    would hang `python agent.py` too); then flush the standard streams."""
+    if request.get("kind") != "server":
+        with contextlib.suppress(BaseException):
+            threading._shutdown()  # type: ignore[attr-defined]
+        with contextlib.suppress(BaseException):
+            atexit._run_exitfuncs()
+    for stream in (sys.stdout, sys.stderr):
+        with contextlib.suppress(BaseException):
+            stream.flush()
 
 
 def server_argv(args: list[str]) -> tuple[str, list[str]]:
@@ -305,6 +367,32 @@ class Launcher:
                 if opened:  # the child has its copy now; the caller's own stay open
                     os.close(fd)
         return Launched(connection, [sys.executable, *argv], *(ours for _, ours, _ in ends))
+
+    def on_terminal(
+        self,
+        argv: list[str],
+        terminal: int,
+        *,
+        env: dict[str, str],
+        cwd: Path | str,
+        script: Path | str = AGENT,
+    ) -> Launched:
+        """`python SCRIPT ARGV...` (agent.py unless said) forked on the pseudo-terminal
+        `terminal` (its slave end, which the caller still closes), as Popen starts it there
+        with start_new_session and the terminal made its controlling one: see the module's
+        doc."""
+        connection = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+        connection.connect(self.started())
+        request = {
+            "kind": "tty",
+            "script": str(script),
+            "argv": argv,
+            "env": env,
+            "cwd": str(cwd),
+            "umask": umask(),
+        }
+        socket.send_fds(connection, [json.dumps(request).encode()], [terminal])
+        return Launched(connection, [sys.executable, str(script), *argv], None, None, None)
 
 
 def child_end(number: int, given: Any) -> tuple[int, Any, bool]:

@@ -9,6 +9,17 @@ emulator (pyte) reading what it prints, the way a person's screen would show it.
   screen shows, with the lines scrolled off the top before it, each line as it was written:
   a row the terminal wrapped is joined to the next, so what a test reads never depends on
   where a line happens to wrap (the length of a temp path in it decides that).
+
+fsagent (`[sys.executable, agent.py, ...]`, or another of our scripts run so) is forked on
+the pty from the test worker's launcher (tests/launcher.py), which has the libraries
+imported: a real process in a session of its own whose controlling terminal is the pty, with
+its own argv, folder, environment and umask, our modules imported afresh, and its MCP server
+forked by the same launcher (tests/server_stub.py). It skips the one to two CPU seconds of
+imports an exec pays. The one switch is `forked`: a test about start-up, `python agent.py`
+itself, or which processes a signal from the terminal reaches passes `exec_=True`, and
+FSAGENT_TEST_EXEC_AGENTS=1 execs every one of a run (to compare, or to rule the fork out).
+Any other command is exec'd as it is. tests/terminal/test_forked_terminal.py holds the two
+side by side.
 """
 
 from __future__ import annotations
@@ -16,17 +27,24 @@ from __future__ import annotations
 import fcntl
 import os
 import pty
+import signal
 import struct
 import subprocess
+import sys
 import termios
 import threading
 import time
 from collections.abc import Callable
+from pathlib import Path
 from typing import Any
 
 import pyte
+from launcher import AGENT, LAUNCHER, SHELL_DEFAULTS, Launched
 
 ROWS, COLUMNS = 40, 120
+EXEC_ENV = "FSAGENT_TEST_EXEC_AGENTS"
+# core/tools/server_process.py: the forked agent's MCP server is forked by the launcher too.
+SERVER_LAUNCHER_ENV = "FSAGENT_TEST_SERVER_LAUNCHER"
 ENTER = "\r"  # what a terminal sends for the Enter key
 CTRL_C = "\x03"
 CTRL_D = "\x04"
@@ -93,22 +111,46 @@ def _logical_lines(rows: list[Any], columns: int) -> list[str]:
     return lines
 
 
+def forked(command: list[str], *, exec_: bool = False) -> bool:
+    """Whether `command` is forked from the launcher rather than exec'd (the module's doc):
+    one of our Python scripts, run by this interpreter."""
+    ours = (
+        len(command) >= 2
+        and command[0] == sys.executable
+        and command[1].endswith(".py")
+        and Path(command[1]).resolve().is_relative_to(AGENT.parent)
+    )
+    return ours and not exec_ and os.environ.get(EXEC_ENV, "") in ("", "0")
+
+
 class PtyScreen:
-    def __init__(self, command: list[str], cwd: str, env: dict[str, str]) -> None:
+    def __init__(
+        self, command: list[str], cwd: str, env: dict[str, str], *, exec_: bool = False
+    ) -> None:
         self.master, slave = pty.openpty()
         fcntl.ioctl(slave, termios.TIOCSWINSZ, struct.pack("HHHH", ROWS, COLUMNS, 0, 0))
-        self.process = subprocess.Popen(
-            command,
-            stdin=slave,
-            stdout=slave,
-            stderr=slave,
-            cwd=cwd,
-            env={"TERM": "xterm-256color", **env},
-            close_fds=True,
-            start_new_session=True,
-            preexec_fn=_take_terminal,
-        )
-        os.close(slave)
+        environment = {"TERM": "xterm-256color", **env}
+        self.process: subprocess.Popen[bytes] | Launched
+        try:
+            if forked(command, exec_=exec_):
+                environment[SERVER_LAUNCHER_ENV] = LAUNCHER.started()
+                self.process = LAUNCHER.on_terminal(
+                    command[2:], slave, env=environment, cwd=cwd, script=command[1]
+                )
+            else:
+                self.process = subprocess.Popen(
+                    command,
+                    stdin=slave,
+                    stdout=slave,
+                    stderr=slave,
+                    cwd=cwd,
+                    env=environment,
+                    close_fds=True,
+                    start_new_session=True,
+                    preexec_fn=_take_terminal,
+                )
+        finally:
+            os.close(slave)
         self.raw = b""
         self._lock = threading.Lock()
         self._screen = _Screen(lambda data: os.write(self.master, data.encode()))
@@ -178,5 +220,8 @@ class PtyScreen:
 
 
 def _take_terminal() -> None:
-    """In the child: make the pty (its stdin) the controlling terminal of its new session."""
+    """In the child, before the exec: the signals as a shell's job has them, and the pty (its
+    stdin) the controlling terminal of its new session (as tests/launcher.py's fork)."""
+    for number in SHELL_DEFAULTS:
+        signal.signal(number, signal.SIG_DFL)
     fcntl.ioctl(0, termios.TIOCSCTTY, 0)

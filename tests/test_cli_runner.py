@@ -94,7 +94,7 @@ def test_what_a_run_changes_of_the_process_is_put_back(
         "home": None,  # the environment given, whole
         "given": "1",
         "tty": False,
-        "lines": ["yes", "rest\n"],  # a pipe's universal newlines
+        "lines": ["yes\r", "rest\n"],  # as `python` reads a pipe: its "\r" kept
         "heavy": False,  # as in a new process
         "found": {},
         "root_log": ([], logging.WARNING),

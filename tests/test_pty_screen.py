@@ -7,7 +7,7 @@ from __future__ import annotations
 import pyte
 import pytest
 
-from tests.pty_screen import COLUMNS, PtyScreen, _logical_lines, _Screen
+from pty_screen import COLUMNS, PtyScreen, _logical_lines, _Screen
 
 
 def drawn(data: str) -> list[str]:

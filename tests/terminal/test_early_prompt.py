@@ -20,10 +20,12 @@ from pty_screen import ENTER, PtyScreen
 from store.location import shown
 
 
-def at_a_terminal(workspace: Workspace, llm: FakeLLM) -> PtyScreen:
+def at_a_terminal(workspace: Workspace, llm: FakeLLM, *, exec_: bool = False) -> PtyScreen:
+    """fsagent on a pty: forked by the test launcher (its libraries imported there already),
+    or with exec_ the real `python agent.py`, imports and all (tests/pty_screen.py)."""
     state = workspace.root.parent / "state"  # the history, kept out of the person's home
     environment = agent_env() | {"XDG_STATE_HOME": str(state)}
-    return PtyScreen(workspace.command(llm.base_url), str(workspace.root), environment)
+    return PtyScreen(workspace.command(llm.base_url), str(workspace.root), environment, exec_=exec_)
 
 
 @pytest.mark.parametrize("store_kind", ["sqlite", "postgres"])
@@ -31,7 +33,8 @@ def test_the_prompt_comes_before_the_model_server_answers(workspace: Workspace):
     llm = FakeLLM([text("Hello there.")], auto_route="general")
     llm.bind()  # listening, answering nothing yet
     try:
-        screen = at_a_terminal(workspace, llm)
+        # exec'd: the start itself, from the interpreter's, with every import still to pay.
+        screen = at_a_terminal(workspace, llm, exec_=True)
         at = screen.wait_for("you>")
         before = screen.screen_text()[:at]
         assert "Thread 't': new conversation." in before

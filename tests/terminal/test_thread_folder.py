@@ -1,7 +1,7 @@
 """A thread keeps its folder (issue 28): resumed without --root it works in the roots it was
 started with, and the banner says so; given other roots it asks at a terminal, refuses from a
-pipe naming both, unless --other-root. The real CLI in subprocesses (and on a pty), the real
-MCP server, a real SQLite file, the LM Studio stand-in.
+pipe naming both, unless --other-root. The real CLI in processes forked by the test launcher
+(piped, and on a pty), the real MCP server, a real SQLite file, the LM Studio stand-in.
 
 Before, a thread started with `--root R1` and resumed from a clone without --root listed the
 clone (`.git`, `.venv`, `Makefile`) as its sandbox."""
@@ -11,22 +11,23 @@ from __future__ import annotations
 import subprocess
 from pathlib import Path
 
+from launcher import LAUNCHER
 from thread_folders import LIST, elsewhere, with_root, without_root
 
-from conftest import Workspace, agent_env, tool_messages
+from conftest import SERVER_LAUNCHER_ENV, Workspace, agent_env, tool_messages
 from fake_llm import FakeLLM, reply, text, tool_call
 from pty_screen import PtyScreen
 
 
 def run_in(folder: Path, command: list[str], stdin: str = "") -> subprocess.CompletedProcess[str]:
-    return subprocess.run(
-        command,
+    """fsagent piped in `folder` (the folder is the point, not the process): forked, with its
+    MCP server, by the worker's launcher, as `Workspace.run` runs it in the workspace's."""
+    return LAUNCHER.run(
+        command[2:],
         input=stdin,
-        capture_output=True,
-        text=True,
         timeout=120,
         cwd=folder,
-        env=agent_env(),
+        env={**agent_env(), SERVER_LAUNCHER_ENV: LAUNCHER.started()},
     )
 
 

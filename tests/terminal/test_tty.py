@@ -18,10 +18,16 @@ from pty_screen import CTRL_C, CTRL_D, ENTER, UP, PtyScreen
 WRITE = {"path": "hello.txt", "content": "hello\n"}
 
 
-def at_a_terminal(workspace: Workspace, llm: FakeLLM, *args: str, **env: str) -> PtyScreen:
+def at_a_terminal(
+    workspace: Workspace, llm: FakeLLM, *args: str, exec_: bool = False, **env: str
+) -> PtyScreen:
+    """fsagent on a pty: forked by the test launcher, or with exec_ the real `python agent.py`
+    (tests/pty_screen.py)."""
     state = workspace.root.parent / "state"  # the history, kept out of the person's home
     environment = agent_env() | {"XDG_STATE_HOME": str(state)} | env
-    return PtyScreen(workspace.command(llm.base_url, *args), str(workspace.root), environment)
+    return PtyScreen(
+        workspace.command(llm.base_url, *args), str(workspace.root), environment, exec_=exec_
+    )
 
 
 def users_said(request: dict) -> list[str]:
@@ -119,7 +125,9 @@ def test_ctrl_c_while_the_model_streams_returns_to_the_prompt_and_a_second_quits
         text("It says alpha."),
     ]
     with FakeLLM(script, auto_route="filesystem") as llm:
-        screen = at_a_terminal(workspace, llm)
+        # exec'd: the point is which processes the terminal's SIGINT reaches (fsagent's own
+        # group, not its MCP server, which is its real child here).
+        screen = at_a_terminal(workspace, llm, exec_=True)
         at = screen.wait_for("you>")
         screen.enter("tell me a story")
         at = screen.wait_for("agent> a long", at)  # the first piece is on screen
@@ -148,7 +156,8 @@ def test_ctrl_c_in_the_editor_is_the_editors_and_the_review_goes_on(workspace: W
     script = [reply(tool_calls=[tool_call("write_file", WRITE)]), text("Not written.")]
     with FakeLLM(script, auto_route="filesystem") as llm:
         # An editor that Ctrl-C ends (vi would take it as a key: either way it is the editor's).
-        screen = at_a_terminal(workspace, llm, EDITOR="sh -c 'sleep 60' editor")
+        # exec'd: the point is the terminal's SIGINT reaching fsagent's whole group.
+        screen = at_a_terminal(workspace, llm, exec_=True, EDITOR="sh -c 'sleep 60' editor")
         at = screen.wait_for("you>")
         screen.enter("say hello")
         at = screen.wait_for("write_file? [y/n/e/a/r/?]", at)
