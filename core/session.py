@@ -196,6 +196,10 @@ class ThreadSession:
 
     async def run(self, graph_input: Any) -> AsyncIterator[events.Event]:
         self.paused_on = None
+        # A reply a Ctrl-C or an error cut off never reached its node's end, so its stream was
+        # never flushed: what it held back (text that might have been reasoning) would be
+        # shown again at the start of this run's first reply, which the model never said.
+        self._streams.clear()
         try:
             async for mode, chunk in self.app.astream(
                 graph_input,

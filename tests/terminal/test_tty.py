@@ -647,3 +647,29 @@ def test_a_big_paste_shows_as_its_size_and_is_sent_whole(workspace: Workspace):
     assert users_said(llm.requests_with_tools()[-1]) == [f"summarise this: {log}".strip()]
     history = (workspace.root.parent / "state" / "fsagent" / "history").read_text()
     assert "[pasted" not in history  # a mark recalled later would be sent without its paste
+
+
+def test_a_reply_cut_off_by_ctrl_c_is_not_shown_again_in_the_next_answer(workspace: Workspace):
+    # A first reply streams dimmed while it may yet be reasoning: its words are held by the
+    # session until the reply ends, which a Ctrl-C prevents. The next answer is the model's
+    # next reply alone, on screen as in the thread.
+    script = [reply("a long answer, held after its first piece", hold=True), text("Hello.")]
+    with FakeLLM(script, auto_route="general") as llm:
+        screen = at_a_terminal(workspace, llm)
+        at = screen.wait_for("you>")
+        screen.enter("tell me a story")
+        at = screen.wait_for("agent> a long", at)
+        screen.type(CTRL_C)
+        at = screen.wait_for("⨯ interrupted", at)
+        llm.release()
+        at = screen.wait_for("you>", at)
+        screen.enter("hi")
+        answer = screen.wait_for("Hello.", at)
+        screen.wait_for("you>", answer)
+        screen.enter("/quit")
+        code = screen.close()
+
+    assert code == 0, screen.screen_text()
+    after = screen.screen_text()[at:]
+    assert "agent> Hello." in after, after
+    assert "a long answer" not in after, after
