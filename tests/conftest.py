@@ -197,7 +197,9 @@ class RunningAgent:
         self.stdin.write(line + "\n")
         self.stdin.flush()
 
-    def wait_for(self, text: str, timeout: float = 30) -> None:
+    # The deadlines are hang guards, never what a test waits on: a start under a heavy load
+    # (other suites on the same cores) may take many times its quiet time.
+    def wait_for(self, text: str, timeout: float = 120) -> None:
         deadline = time.monotonic() + timeout
         while text not in self.stdout:
             if self.process.poll() is not None and not self._reader.is_alive():
@@ -214,7 +216,7 @@ class RunningAgent:
         """Ctrl-C, as the terminal sends it."""
         self.process.send_signal(signal.SIGINT)
 
-    def finish(self, timeout: float = 30) -> int:
+    def finish(self, timeout: float = 120) -> int:
         self.stdin.close()
         code = self.process.wait(timeout=timeout)
         self._reader.join(timeout=5)

@@ -37,7 +37,7 @@ def append_line(call_id: str = "call_1") -> dict:
     return tool_call("write_file", args, id=call_id)
 
 
-def wait_until(condition: Callable[[], bool], timeout: float = 30) -> None:
+def wait_until(condition: Callable[[], bool], timeout: float = 120) -> None:
     deadline = time.monotonic() + timeout
     while not condition():
         assert time.monotonic() < deadline, "timed out"

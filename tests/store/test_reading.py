@@ -28,10 +28,11 @@ from langgraph.channels.delta import DeltaChannel
 from langgraph.checkpoint.postgres.aio import AsyncPostgresSaver
 from langgraph.checkpoint.sqlite.aio import AsyncSqliteSaver
 from langgraph.graph import START, StateGraph
+from launcher import LAUNCHER
 from test_long_threads import prompts, write_notes
 
 import store.postgres_reading
-from conftest import AGENT, REPO, Workspace, agent_env
+from conftest import REPO, Workspace, agent_env
 from core.threads.ledger import HOLD_MARKER, TEST_HOLD_ENV
 from core.threads.messages import append_messages
 from core.threads.stored_views import GRAPH_STEPS, MESSAGES, StoredView, stored_view
@@ -245,11 +246,15 @@ def test_reading_commands_load_no_graph_model_or_mcp_client(
     assert not roots & set(HEAVY)
     if kind == "sqlite":
         assert "psycopg" not in roots  # the Postgres driver only for a Postgres URL
-    # And what it printed is what the graph's reading prints.
-    heavy = subprocess.run(
-        [sys.executable, str(AGENT), "--db", location, "--base-url", NO_LLM, *args],
-        capture_output=True, text=True, env={**agent_env(), "FSAGENT_TEST_HEAVY_READ": "1"},
-    )  # fmt: skip
+    # And what it printed is what the graph's reading prints (forked by the worker's launcher:
+    # what this one imports is not the point, and the fork does not pay for it again).
+    heavy = LAUNCHER.run(
+        ["--db", location, "--base-url", NO_LLM, *args],
+        input="",
+        env={**agent_env(), "FSAGENT_TEST_HEAVY_READ": "1"},
+        cwd=made.root,
+        timeout=120,
+    )
     assert heavy.returncode == 0, heavy.stderr
     assert heavy.stdout == done.stdout
 
