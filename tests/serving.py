@@ -1,7 +1,7 @@
 """The HTTP service under test: in this process through httpx's ASGI transport (the app the
 command line wires: real store, real MCP server, the LM Studio stand-in over HTTP), or as a
 real `fsagent serve` process where a restart or a signal is meant (forked from the worker's
-launcher, tests/launcher.py, unless `exec_=True` or FSAGENT_TEST_EXEC_AGENTS=1)."""
+launcher, tests/launcher.py, unless FSAGENT_TEST_EXEC_AGENTS=1)."""
 
 from __future__ import annotations
 
@@ -217,12 +217,11 @@ class ServeProcess:
         base_url: str,
         *args: str,
         env: dict[str, str] | None = None,
-        exec_: bool = False,
     ) -> None:
         command = workspace.command(base_url, "serve", "--port", "0", *args, thread=None)
         environment = {**agent_env(), "FSAGENT_ADMIN_TOKEN": TOKEN, **(env or {})}
         self.process: subprocess.Popen[str] | Launched
-        if exec_ or os.environ.get(EXEC_AGENTS_ENV) == "1":
+        if os.environ.get(EXEC_AGENTS_ENV) == "1":
             self.process = subprocess.Popen(
                 command,
                 stdout=subprocess.PIPE,
