@@ -23,7 +23,7 @@ import tempfile
 import threading
 import time
 import uuid
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import IO, Any
@@ -268,6 +268,27 @@ def workspace(
         if process.poll() is None:
             process.kill()
             process.wait(timeout=10)
+
+
+def made_once(factory: pytest.TempPathFactory, name: str, make: Callable[[Path], None]) -> Path:
+    """A folder made once a run and shared by its workers (a module fixture whose making is
+    costly and whose result the tests only read): `make(folder)` runs in whichever worker
+    asks first, under a lock the others wait on. It lives under the run's own temp folder
+    (the workers' `popen-gwN` folders' parent), so its paths are as long as theirs."""
+    base = factory.getbasetemp()
+    if os.environ.get("PYTEST_XDIST_WORKER"):
+        base = base.parent
+    folder = base / "made-once" / name
+    folder.parent.mkdir(exist_ok=True)
+    with (folder.parent / f"{name}.lock").open("w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        made = folder.parent / f"{name}.made"
+        if not made.exists():
+            shutil.rmtree(folder, ignore_errors=True)  # what a worker that failed left
+            folder.mkdir()
+            make(folder)
+            made.touch()
+    return folder
 
 
 def tool_messages(request: dict) -> list[dict]:
