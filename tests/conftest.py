@@ -12,6 +12,7 @@ cannot start fails those tests, loudly: none is skipped.
 from __future__ import annotations
 
 import fcntl
+import io
 import os
 import re
 import shutil
@@ -22,12 +23,13 @@ import tempfile
 import threading
 import time
 import uuid
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import IO, Any
 
 import pytest
-from launcher import LAUNCHER
+from launcher import LAUNCHER, Launched
 
 import cli_runner
 from pg_server import Server, ServerError, start_server, stop_orphans
@@ -39,6 +41,9 @@ POSTGRES_DIR_ENV = "FSAGENT_TEST_POSTGRES_DIR"
 POSTGRES_DIR_PREFIX = "fsagent-test-pg-"
 # core/tools/server_process.py: the server of a piped session is forked by the launcher.
 SERVER_LAUNCHER_ENV = "FSAGENT_TEST_SERVER_LAUNCHER"
+# Set to 1, every Workspace.start execs the interpreter, as `exec_=True` does for one: to
+# compare, or to rule the fork out.
+EXEC_AGENTS_ENV = "FSAGENT_TEST_EXEC_AGENTS"
 
 
 def agent_env() -> dict[str, str]:
@@ -58,7 +63,7 @@ class Workspace:
     outside: Path
     db: Path  # the SQLite file, when the store is one
     database_url: str | None = None  # a Postgres database instead
-    processes: list[subprocess.Popen[str]] = field(default_factory=list)
+    processes: list[subprocess.Popen[str] | Launched] = field(default_factory=list)
 
     @property
     def location(self) -> str:
@@ -128,17 +133,41 @@ class Workspace:
         )
 
     def start(
-        self, base_url: str, *args: str, thread: str = "t", env: dict[str, str] | None = None
+        self,
+        base_url: str,
+        *args: str,
+        thread: str = "t",
+        env: dict[str, str] | None = None,
+        exec_: bool = False,
     ) -> RunningAgent:
-        process = subprocess.Popen(
-            self.command(base_url, *args, thread=thread),
-            stdin=subprocess.PIPE,
-            stdout=subprocess.PIPE,
-            stderr=subprocess.PIPE,
-            text=True,
-            cwd=self.root,
-            env={**agent_env(), **(env or {})},
-        )
+        """fsagent left running, its output read as it comes: forked from the worker's
+        launcher as `run` is (a real process of its own that SIGKILL and SIGINT reach, its
+        MCP server forked too), or with `exec_=True` (or FSAGENT_TEST_EXEC_AGENTS=1 for a
+        whole run) the interpreter exec'd, for a test whose point is what the exec'd
+        command does itself (its server's command line, its imports)."""
+        command = self.command(base_url, *args, thread=thread)
+        process: subprocess.Popen[str] | Launched
+        if exec_ or os.environ.get(EXEC_AGENTS_ENV) == "1":
+            process = subprocess.Popen(
+                command,
+                stdin=subprocess.PIPE,
+                stdout=subprocess.PIPE,
+                stderr=subprocess.PIPE,
+                text=True,
+                cwd=self.root,
+                env={**agent_env(), **(env or {})},
+            )
+        else:
+            launcher = LAUNCHER.started()
+            process = LAUNCHER.spawn(
+                command[2:],
+                kind="agent",
+                env={**agent_env(), SERVER_LAUNCHER_ENV: launcher, **(env or {})},
+                cwd=self.root,
+                stdin=subprocess.PIPE,
+                stdout=subprocess.PIPE,
+                stderr=subprocess.PIPE,
+            )
         self.processes.append(process)
         return RunningAgent(process)
 
@@ -146,15 +175,18 @@ class Workspace:
 class RunningAgent:
     """An agent process whose output is read as it comes, so a test can act mid-run."""
 
-    def __init__(self, process: subprocess.Popen[str]) -> None:
+    def __init__(self, process: subprocess.Popen[str] | Launched) -> None:
         self.process = process
+        # A forked agent's pipes are bytes (Launched); read and write them as Popen's text
+        # mode does (UTF-8, universal newlines).
+        self.stdin: IO[str] = text_stream(process.stdin, write=True)
+        self.stdout_stream: IO[str] = text_stream(process.stdout, write=False)
         self.output: list[str] = []
         self._reader = threading.Thread(target=self._read, daemon=True)
         self._reader.start()
 
     def _read(self) -> None:
-        assert self.process.stdout is not None
-        for line in self.process.stdout:
+        for line in self.stdout_stream:
             self.output.append(line)
 
     @property
@@ -162,11 +194,12 @@ class RunningAgent:
         return "".join(self.output)
 
     def send(self, line: str) -> None:
-        assert self.process.stdin is not None
-        self.process.stdin.write(line + "\n")
-        self.process.stdin.flush()
+        self.stdin.write(line + "\n")
+        self.stdin.flush()
 
-    def wait_for(self, text: str, timeout: float = 30) -> None:
+    # The deadlines are hang guards, never what a test waits on: a start under a heavy load
+    # (other suites on the same cores) may take many times its quiet time.
+    def wait_for(self, text: str, timeout: float = 120) -> None:
         deadline = time.monotonic() + timeout
         while text not in self.stdout:
             if self.process.poll() is not None and not self._reader.is_alive():
@@ -183,12 +216,20 @@ class RunningAgent:
         """Ctrl-C, as the terminal sends it."""
         self.process.send_signal(signal.SIGINT)
 
-    def finish(self, timeout: float = 30) -> int:
-        assert self.process.stdin is not None
-        self.process.stdin.close()
+    def finish(self, timeout: float = 120) -> int:
+        self.stdin.close()
         code = self.process.wait(timeout=timeout)
         self._reader.join(timeout=5)
         return code
+
+
+def text_stream(stream: Any, *, write: bool) -> IO[str]:
+    """A pipe of the agent's as text: Popen's own in text mode, or a Launched's bytes
+    wrapped."""
+    assert stream is not None
+    if isinstance(stream, io.TextIOBase):
+        return stream  # type: ignore[return-value]
+    return io.TextIOWrapper(stream, encoding="utf-8", write_through=write)
 
 
 @pytest.fixture(autouse=True)
@@ -227,6 +268,27 @@ def workspace(
         if process.poll() is None:
             process.kill()
             process.wait(timeout=10)
+
+
+def made_once(factory: pytest.TempPathFactory, name: str, make: Callable[[Path], None]) -> Path:
+    """A folder made once a run and shared by its workers (a module fixture whose making is
+    costly and whose result the tests only read): `make(folder)` runs in whichever worker
+    asks first, under a lock the others wait on. It lives under the run's own temp folder
+    (the workers' `popen-gwN` folders' parent), so its paths are as long as theirs."""
+    base = factory.getbasetemp()
+    if os.environ.get("PYTEST_XDIST_WORKER"):
+        base = base.parent
+    folder = base / "made-once" / name
+    folder.parent.mkdir(exist_ok=True)
+    with (folder.parent / f"{name}.lock").open("w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        made = folder.parent / f"{name}.made"
+        if not made.exists():
+            shutil.rmtree(folder, ignore_errors=True)  # what a worker that failed left
+            folder.mkdir()
+            make(folder)
+            made.touch()
+    return folder
 
 
 def tool_messages(request: dict) -> list[dict]:

@@ -352,21 +352,25 @@ class Launcher:
         stdin: Any = subprocess.PIPE,
         stdout: Any = subprocess.PIPE,
         stderr: Any = None,
+        kind: str = "server",
     ) -> Launched:
         """`python -m mcp_servers.filesystem ...` (argv from `-m`) forked, as subprocess.Popen
         starts it: each of stdin, stdout and stderr a pipe (subprocess.PIPE), /dev/null
-        (subprocess.DEVNULL), a file or descriptor, or this process's own (None)."""
+        (subprocess.DEVNULL), a file or descriptor, or this process's own (None). With
+        kind="agent", `python agent.py ARGV...` instead, as `run` launches it but left
+        running (tests/conftest.py `Workspace.start`)."""
         connection = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
         connection.connect(self.started())
         ends = [child_end(number, given) for number, given in enumerate((stdin, stdout, stderr))]
-        request = {"kind": "server", "argv": argv, "env": env, "cwd": str(cwd), "umask": umask()}
+        request = {"kind": kind, "argv": argv, "env": env, "cwd": str(cwd), "umask": umask()}
         try:
             socket.send_fds(connection, [json.dumps(request).encode()], [fd for fd, _, _ in ends])
         finally:
             for fd, _, opened in ends:
                 if opened:  # the child has its copy now; the caller's own stay open
                     os.close(fd)
-        return Launched(connection, [sys.executable, *argv], *(ours for _, ours, _ in ends))
+        args = [sys.executable, *argv] if kind == "server" else [sys.executable, str(AGENT), *argv]
+        return Launched(connection, args, *(ours for _, ours, _ in ends))
 
     def on_terminal(
         self,

@@ -3,8 +3,10 @@ STEP (the current graph calls it `approve`), waiting on an approval payload of V
 
     python tests/old_graph.py DB THREAD STEP VERSION
 
-It uses the real state schema and checkpointer on the real thread file, so the current CLI
-meets exactly what an older or newer release would have stored.
+or, in a test's own process (the graph's libraries are imported once per worker, not once a
+thread): `leave_paused(DB, THREAD, STEP, VERSION)`. It uses the real state schema and
+checkpointer on the real thread file, so the current CLI meets exactly what an older or
+newer release would have stored.
 """
 
 from __future__ import annotations
@@ -61,5 +63,9 @@ async def main(db: str, thread: str, step: str, version: int) -> None:
         await app.ainvoke({"messages": [question]}, config, durability="sync")
 
 
+def leave_paused(db: str, thread: str, step: str, version: int) -> None:
+    asyncio.run(main(db, thread, step, version))
+
+
 if __name__ == "__main__":
-    asyncio.run(main(sys.argv[1], sys.argv[2], sys.argv[3], int(sys.argv[4])))
+    leave_paused(sys.argv[1], sys.argv[2], sys.argv[3], int(sys.argv[4]))

@@ -1,11 +1,13 @@
 """The HTTP service under test: in this process through httpx's ASGI transport (the app the
 command line wires: real store, real MCP server, the LM Studio stand-in over HTTP), or as a
-real `fsagent serve` process where a restart or a signal is meant."""
+real `fsagent serve` process where a restart or a signal is meant (forked from the worker's
+launcher, tests/launcher.py, unless FSAGENT_TEST_EXEC_AGENTS=1)."""
 
 from __future__ import annotations
 
 import asyncio
 import json
+import os
 import re
 import subprocess
 import threading
@@ -17,10 +19,11 @@ from pathlib import Path
 from typing import Any
 
 import httpx
+from launcher import LAUNCHER, Launched
 
 from cli.serve import open_service
 from cli.settings import Settings
-from conftest import Workspace, agent_env
+from conftest import EXEC_AGENTS_ENV, SERVER_LAUNCHER_ENV, Workspace, agent_env, text_stream
 from fake_llm import text
 from web.auth import Access
 
@@ -209,22 +212,43 @@ class ServeProcess:
     listens."""
 
     def __init__(
-        self, workspace: Workspace, base_url: str, *args: str, env: dict[str, str] | None = None
+        self,
+        workspace: Workspace,
+        base_url: str,
+        *args: str,
+        env: dict[str, str] | None = None,
     ) -> None:
         command = workspace.command(base_url, "serve", "--port", "0", *args, thread=None)
-        self.process = subprocess.Popen(
-            command,
-            stdout=subprocess.PIPE,
-            stderr=subprocess.PIPE,
-            stdin=subprocess.DEVNULL,
-            text=True,
-            cwd=workspace.root,
-            env={**agent_env(), "FSAGENT_ADMIN_TOKEN": TOKEN, **(env or {})},
-        )
+        environment = {**agent_env(), "FSAGENT_ADMIN_TOKEN": TOKEN, **(env or {})}
+        self.process: subprocess.Popen[str] | Launched
+        if os.environ.get(EXEC_AGENTS_ENV) == "1":
+            self.process = subprocess.Popen(
+                command,
+                stdout=subprocess.PIPE,
+                stderr=subprocess.PIPE,
+                stdin=subprocess.DEVNULL,
+                text=True,
+                cwd=workspace.root,
+                env=environment,
+            )
+        else:
+            # Forked from the worker's launcher, as Workspace.start forks: a real process
+            # that SIGKILL and SIGTERM reach, without the libraries' import again.
+            self.process = LAUNCHER.spawn(
+                command[2:],
+                kind="agent",
+                env={**environment, SERVER_LAUNCHER_ENV: LAUNCHER.started()},
+                cwd=workspace.root,
+                stdin=subprocess.DEVNULL,
+                stdout=subprocess.PIPE,
+                stderr=subprocess.PIPE,
+            )
         workspace.processes.append(self.process)  # killed at the end of the test, whatever
         self.output: list[str] = []
         self.readers = [
-            threading.Thread(target=self._read, args=(stream,), daemon=True)
+            threading.Thread(
+                target=self._read, args=(text_stream(stream, write=False),), daemon=True
+            )
             for stream in (self.process.stdout, self.process.stderr)
         ]
         for reader in self.readers:

@@ -10,12 +10,12 @@ that counts is the server's own: these tests write the escapes as a model would.
 from __future__ import annotations
 
 import json
-import subprocess
 from pathlib import Path
 
+from launcher import LAUNCHER
 from race_pause import Pauses
 
-from conftest import Workspace, agent_env, tool_messages
+from conftest import SERVER_LAUNCHER_ENV, Workspace, agent_env, tool_messages
 from core.changes.binding import EDIT_PAUSE_ENV
 from fake_llm import FakeLLM, reply, text, tool_call
 
@@ -258,18 +258,17 @@ def test_approve_from_another_folder_acts_in_the_roots_the_thread_was_started_wi
         without_root = [
             part for part in command if part != "--root" and part != str(workspace.root)
         ]
-        refused = subprocess.run(
-            [*command[:4], "--root", str(other), *command[6:]],
-            stdin=subprocess.DEVNULL,  # not a terminal: refused, not asked
-            capture_output=True,
-            text=True,
-            timeout=120,
+        # Run from the other folder (`run` runs in the root): forked by the worker's
+        # launcher as `run` forks, stdin a pipe, so not a terminal: refused, not asked.
+        env = {**agent_env(), SERVER_LAUNCHER_ENV: LAUNCHER.started()}
+        refused = LAUNCHER.run(
+            [*command[2:4], "--root", str(other), *command[6:]],
+            input="",
+            env=env,
             cwd=other,
-            env=agent_env(),
+            timeout=120,
         )
-        approved = subprocess.run(
-            without_root, capture_output=True, text=True, timeout=120, cwd=other, env=agent_env()
-        )
+        approved = LAUNCHER.run(without_root[2:], input="", env=env, cwd=other, timeout=120)
 
     assert refused.returncode == 2
     assert refused.stderr.strip().splitlines() == [

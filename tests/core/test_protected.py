@@ -48,7 +48,8 @@ def test_the_server_is_told_the_rules_file_and_the_thread_store(workspace: Works
     rules = workspace.outside / "rules.toml"
     rules.write_text("")
     with FakeLLM([text("Hi.")], auto_route="general") as llm:
-        agent = workspace.start(llm.base_url, "--db", str(db), "--policy", str(rules))
+        # exec'd: the server read here is fsagent's own child, with the command it built.
+        agent = workspace.start(llm.base_url, "--db", str(db), "--policy", str(rules), exec_=True)
         args = server_command_line(agent.process.pid)
         agent.send("hello")
         assert agent.finish(timeout=120) == 0

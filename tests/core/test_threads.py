@@ -1,25 +1,24 @@
-"""Durable threads end to end: the real CLI in subprocesses (SIGKILLed where a crash is
-meant), the real MCP server, the scripted LM Studio, and one real thread store: every test
-runs on a SQLite file and again on a database of a real Postgres server."""
+"""Durable threads end to end: the real CLI in processes of its own (SIGKILLed where a crash
+is meant; forked from the worker's launcher, tests/launcher.py), the real MCP server, the
+scripted LM Studio, and one real thread store: every test runs on a SQLite file and again on
+a database of a real Postgres server."""
 
 from __future__ import annotations
 
 import socket
 import sqlite3
-import subprocess
-import sys
 import time
 from collections.abc import Callable
 from pathlib import Path
 
 import pytest
 
-from conftest import REPO, Workspace, tool_messages
+from conftest import Workspace, tool_messages
 from core.threads.ledger import HOLD_MARKER, TEST_HOLD_ENV
 from fake_llm import FakeLLM, reply, text, tool_call
+from old_graph import leave_paused
 from store.location import shown as shown_location
 
-OLD_GRAPH = REPO / "tests" / "old_graph.py"
 NO_LLM = "http://127.0.0.1:9/v1"  # nothing listens: commands that only read must not ask
 
 
@@ -38,7 +37,7 @@ def append_line(call_id: str = "call_1") -> dict:
     return tool_call("write_file", args, id=call_id)
 
 
-def wait_until(condition: Callable[[], bool], timeout: float = 30) -> None:
+def wait_until(condition: Callable[[], bool], timeout: float = 120) -> None:
     deadline = time.monotonic() + timeout
     while not condition():
         assert time.monotonic() < deadline, "timed out"
@@ -138,14 +137,8 @@ def test_a_write_killed_before_its_checkpoint_reuses_its_result(workspace: Works
 
 
 def test_a_thread_paused_by_another_version_is_refused_until_reset(workspace: Workspace):
-    for thread, step, version in (("renamed", "review_writes", "1"), ("old", "approve", "0")):
-        made = subprocess.run(
-            [sys.executable, str(OLD_GRAPH), workspace.location, thread, step, version],
-            capture_output=True,
-            text=True,
-            timeout=60,
-        )
-        assert made.returncode == 0, made.stderr
+    for thread, step, version in (("renamed", "review_writes", 1), ("old", "approve", 0)):
+        leave_paused(workspace.location, thread, step, version)
 
     with FakeLLM([text("Fine, what next?")], auto_route="general") as llm:
         opened = workspace.run(llm.base_url, "hello\n", thread="renamed")
@@ -344,13 +337,7 @@ def test_a_file_that_is_not_ours_is_refused_and_left_untouched(workspace: Worksp
 
 def test_an_approval_paused_by_the_previous_release_still_resumes(workspace: Workspace):
     # Version 1 of the payload had no `respond`; its resume value means the same.
-    made = subprocess.run(
-        [sys.executable, str(OLD_GRAPH), workspace.location, "t", "approve", "1"],
-        capture_output=True,
-        text=True,
-        timeout=60,
-    )
-    assert made.returncode == 0, made.stderr
+    leave_paused(workspace.location, "t", "approve", 1)
 
     with FakeLLM([text("Created old.txt.")], auto_route="filesystem") as llm:
         listed = workspace.invoke(NO_LLM, "", "approvals")

@@ -17,8 +17,9 @@ from urllib.parse import urlsplit
 
 import psycopg
 import pytest
+from launcher import LAUNCHER
 
-from conftest import AGENT, REPO, Workspace, agent_env
+from conftest import REPO, Workspace, agent_env
 from fake_llm import FakeLLM, reply, text, tool_call
 from pg_server import Server
 from store.migrations import MIGRATIONS, SCHEMA_VERSION
@@ -180,13 +181,9 @@ def test_database_url_selects_postgres_and_fsagent_db_comes_first(
     workspace: Workspace, tmp_path: Path
 ):
     def threads(env: dict[str, str]) -> subprocess.CompletedProcess[str]:
-        return subprocess.run(
-            [sys.executable, str(AGENT), "threads"],
-            capture_output=True,
-            text=True,
-            timeout=60,
-            cwd=tmp_path,
-            env={**agent_env(), **env},
+        # Forked by the worker's launcher: the variables are read afresh by each process.
+        return LAUNCHER.run(
+            ["threads"], input="", timeout=120, cwd=tmp_path, env={**agent_env(), **env}
         )
 
     url = workspace.location

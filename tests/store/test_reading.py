@@ -28,10 +28,11 @@ from langgraph.channels.delta import DeltaChannel
 from langgraph.checkpoint.postgres.aio import AsyncPostgresSaver
 from langgraph.checkpoint.sqlite.aio import AsyncSqliteSaver
 from langgraph.graph import START, StateGraph
+from launcher import LAUNCHER
 from test_long_threads import prompts, write_notes
 
 import store.postgres_reading
-from conftest import AGENT, REPO, Workspace, agent_env
+from conftest import REPO, Workspace, agent_env, made_once
 from core.threads.ledger import HOLD_MARKER, TEST_HOLD_ENV
 from core.threads.messages import append_messages
 from core.threads.stored_views import GRAPH_STEPS, MESSAGES, StoredView, stored_view
@@ -57,12 +58,20 @@ def write(path: str, call_id: str = "call_1") -> dict[str, Any]:
 
 @pytest.fixture(scope="module")
 def made(tmp_path_factory: pytest.TempPathFactory) -> Workspace:
-    """One store with a thread of each kind, made by the real CLI."""
-    base = tmp_path_factory.mktemp("reading")
-    root, outside = base / "root", base / "outside"
+    """One store with a thread of each kind, made by the real CLI once a run (the tests only
+    read it), by whichever worker needs it first."""
+    return made_workspace(made_once(tmp_path_factory, "reading", make_threads))
+
+
+def made_workspace(base: Path, url: str | None = None) -> Workspace:
+    return Workspace(base / "root", base / "outside", base / "threads.db", url)
+
+
+def make_threads(base: Path) -> None:
+    space = made_workspace(base)
+    root = space.root
     root.mkdir()
-    outside.mkdir()
-    space = Workspace(root=root, outside=outside, db=base / "threads.db")
+    space.outside.mkdir()
     with FakeLLM([text("Hello.")], auto_route="general") as llm:
         assert space.run(llm.base_url, "hi\n", thread="fresh").returncode == 0
     with FakeLLM([write("a.txt")], auto_route="filesystem") as llm:
@@ -88,29 +97,29 @@ def made(tmp_path_factory: pytest.TempPathFactory) -> Workspace:
     with FakeLLM(LocalModel(), flavour="llamacpp", context=4096) as llm:
         long = space.run(llm.base_url, prompts(range(30)), thread="long", timeout=600)
         assert long.returncode == 0, long.stderr
-    return space
 
 
 @pytest.fixture(scope="module")
-def made_pg(
-    made: Workspace, postgres: Server, tmp_path_factory: pytest.TempPathFactory
-) -> Iterator[str]:
+def made_pg(made: Workspace, postgres: Server, tmp_path_factory: pytest.TempPathFactory) -> str:
     """A Postgres store: every thread of `made`, copied by the real CLI's migrate-db, and two
-    made on Postgres itself (so their writes keep their task paths)."""
-    url = postgres.create_database(f"reading_{uuid.uuid4().hex[:8]}")
-    copied = made.run(NO_LLM, "", "migrate-db", str(made.db), url, thread=None)
-    assert copied.returncode == 0, copied.stderr
-    base = tmp_path_factory.mktemp("reading_pg")
-    (base / "root").mkdir()
-    (base / "outside").mkdir()
-    there = Workspace(base / "root", base / "outside", base / "unused.db", url)
-    with FakeLLM([write("d.txt")], auto_route="filesystem") as llm:
-        there.run(llm.base_url, "write d.txt\n", thread="pg_approval")  # stays paused
-    with FakeLLM([text("One."), text("Two.")], auto_route="general") as llm:
-        done = there.run(llm.base_url, "one\ntwo\n", thread="pg_turns")
-        assert done.returncode == 0, done.stderr
-    yield url
-    postgres.drop_database(url.rsplit("/", 1)[-1])
+    made on Postgres itself (so their writes keep their task paths); once a run, as `made`.
+    The run's server, and the database with it, goes when the run ends."""
+
+    def make(base: Path) -> None:
+        url = postgres.create_database(f"reading_{uuid.uuid4().hex[:8]}")
+        copied = made.run(NO_LLM, "", "migrate-db", str(made.db), url, thread=None)
+        assert copied.returncode == 0, copied.stderr
+        there = made_workspace(base, url)
+        there.root.mkdir()
+        there.outside.mkdir()
+        with FakeLLM([write("d.txt")], auto_route="filesystem") as llm:
+            there.run(llm.base_url, "write d.txt\n", thread="pg_approval")  # stays paused
+        with FakeLLM([text("One."), text("Two.")], auto_route="general") as llm:
+            done = there.run(llm.base_url, "one\ntwo\n", thread="pg_turns")
+            assert done.returncode == 0, done.stderr
+        (base / "url").write_text(url)
+
+    return (made_once(tmp_path_factory, "reading_pg", make) / "url").read_text()
 
 
 @contextmanager
@@ -245,11 +254,15 @@ def test_reading_commands_load_no_graph_model_or_mcp_client(
     assert not roots & set(HEAVY)
     if kind == "sqlite":
         assert "psycopg" not in roots  # the Postgres driver only for a Postgres URL
-    # And what it printed is what the graph's reading prints.
-    heavy = subprocess.run(
-        [sys.executable, str(AGENT), "--db", location, "--base-url", NO_LLM, *args],
-        capture_output=True, text=True, env={**agent_env(), "FSAGENT_TEST_HEAVY_READ": "1"},
-    )  # fmt: skip
+    # And what it printed is what the graph's reading prints (forked by the worker's launcher:
+    # what this one imports is not the point, and the fork does not pay for it again).
+    heavy = LAUNCHER.run(
+        ["--db", location, "--base-url", NO_LLM, *args],
+        input="",
+        env={**agent_env(), "FSAGENT_TEST_HEAVY_READ": "1"},
+        cwd=made.root,
+        timeout=120,
+    )
     assert heavy.returncode == 0, heavy.stderr
     assert heavy.stdout == done.stdout
 

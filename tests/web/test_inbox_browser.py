@@ -550,16 +550,22 @@ def test_the_losing_tab_keeps_its_message_until_dismissed(
             await route.continue_()
 
         try:
+            # Each tab is brought to the front before it is used, as a person looks at the tab
+            # they click in: Chromium throttles a tab in the background (each click there
+            # waited ~2 s for an animation frame).
             for page in (winner, loser):
                 page.set_default_timeout(120_000)
+                await page.bring_to_front()
                 await page.goto(f"{url}/")
                 await page.fill("#token-input", TOKEN)
                 await page.click("#use-token")
                 await page.locator('article.thread[data-thread="t"]').wait_for()
                 await page.locator("#live-state", has_text="live").wait_for()
             await loser.route(LISTING, hold_lists)
+            await winner.bring_to_front()
             await winner.locator('article.thread[data-thread="t"] button.approve-all').click()
             await winner.locator("article.thread.decided").wait_for()
+            await loser.bring_to_front()
             thread = loser.locator('article.thread[data-thread="t"]')
             await thread.locator("button.approve-all").click()  # the same call, a moment late
             refusal = thread.locator('p.error[role="alert"]', has_text="already decided")

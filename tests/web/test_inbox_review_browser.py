@@ -136,6 +136,10 @@ def test_new_approvals_come_first_and_every_outcome_stays_in_the_decided_list(
         winner = await context.new_page()
         loser = await context.new_page()
         try:
+            # The tab in use is brought to the front, as a person looks at the tab they click
+            # in: Chromium throttles a tab in the background (each click there waited ~2 s
+            # for an animation frame).
+            await winner.bring_to_front()
             await signed_in(winner, url)
             a = winner.locator('article.thread[data-thread="a"]')
             await a.wait_for()
@@ -181,6 +185,7 @@ def test_new_approvals_come_first_and_every_outcome_stays_in_the_decided_list(
             assert await refused.is_visible()
 
             # The race: the loser's list fetches wait until it has been refused.
+            await loser.bring_to_front()
             await signed_in(loser, url)
             release = asyncio.Event()
 
@@ -189,10 +194,12 @@ def test_new_approvals_come_first_and_every_outcome_stays_in_the_decided_list(
                 await route.continue_()
 
             await loser.route(LISTING, hold_lists)
+            await winner.bring_to_front()
             await winner.locator('article.thread[data-thread="c"] button.approve-all').click()
             won = winner.locator('#decided article.thread[data-thread="c"]')
             await won.locator(".answer", has_text="c done.").wait_for()
             assert "by admin at 20" in await won.locator(".decided-by").inner_text()
+            await loser.bring_to_front()
             lost = loser.locator('article.thread[data-thread="c"]')
             await lost.locator("button.approve-all").click()
             said = lost.locator('p.error[role="alert"]', has_text="already decided by admin at")
@@ -210,11 +217,13 @@ def test_new_approvals_come_first_and_every_outcome_stays_in_the_decided_list(
                 shutil.copy(shot, DOCS / "race-loser.png")
 
             # Each stays until dismissed.
+            await winner.bring_to_front()
             await winner.click("#refresh")
             await winner.locator("#inbox-status", has_text="2 thread(s) waiting").wait_for()
             assert await won.is_visible()
             await won.locator("button.dismiss").click()
             assert await won.count() == 0
+            await loser.bring_to_front()
             await moved.locator("button.dismiss").click()
             assert await moved.count() == 0
             assert await loser.locator("#decided-box").is_hidden()
@@ -223,6 +232,7 @@ def test_new_approvals_come_first_and_every_outcome_stays_in_the_decided_list(
             # refusal still stays on this page until dismissed.
             decided = await asyncio.to_thread(approve_over_http, url, "b")
             assert decided.status_code == 200, decided.text
+            await winner.bring_to_front()
             await winner.locator("#inbox-status", has_text="1 thread(s) waiting").wait_for()
             assert await refused.is_visible()
             await b.locator("button.dismiss").click()

@@ -7,29 +7,20 @@ escaped name, printed escaped, and commands that only read or remove register no
 from __future__ import annotations
 
 import asyncio
-import subprocess
-import sys
-from pathlib import Path
 
 from conftest import Workspace
 from fake_llm import FakeLLM, reply, text
+from old_graph import leave_paused
 from serving import ADMIN, JSON, kinds, serving
 from store import open_store
 
-OLD_GRAPH = Path(__file__).resolve().parent.parent / "old_graph.py"
 NO_LLM = "http://127.0.0.1:9/v1"  # nothing listens: these commands must not need LM Studio
 
 
 def paused_by_an_older_version(workspace: Workspace, thread: str) -> None:
     """A thread paused for approval of write_file(old.txt) at the current graph's `approve`
     step (a version-2 payload this version resumes), under a name today's rule refuses."""
-    made = subprocess.run(
-        [sys.executable, str(OLD_GRAPH), workspace.location, thread, "approve", "2"],
-        capture_output=True,
-        text=True,
-        timeout=60,
-    )
-    assert made.returncode == 0, made.stderr
+    leave_paused(workspace.location, thread, "approve", 2)
 
 
 async def registered(workspace: Workspace) -> list[str]:
