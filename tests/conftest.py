@@ -29,7 +29,7 @@ from pathlib import Path
 from typing import IO, Any
 
 import pytest
-from launcher import LAUNCHER, Launched
+from launcher import LAUNCHER, Launched, agents_execd
 
 import cli_runner
 from pg_server import Server, ServerError, start_server, stop_orphans
@@ -43,7 +43,6 @@ POSTGRES_DIR_PREFIX = "fsagent-test-pg-"
 SERVER_LAUNCHER_ENV = "FSAGENT_TEST_SERVER_LAUNCHER"
 # Set to 1, every Workspace.start execs the interpreter, as `exec_=True` does for one: to
 # compare, or to rule the fork out.
-EXEC_AGENTS_ENV = "FSAGENT_TEST_EXEC_AGENTS"
 
 
 def agent_env() -> dict[str, str]:
@@ -147,7 +146,7 @@ class Workspace:
         command does itself (its server's command line, its imports)."""
         command = self.command(base_url, *args, thread=thread)
         process: subprocess.Popen[str] | Launched
-        if exec_ or os.environ.get(EXEC_AGENTS_ENV) == "1":
+        if agents_execd(exec_):
             process = subprocess.Popen(
                 command,
                 stdin=subprocess.PIPE,

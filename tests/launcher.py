@@ -49,6 +49,15 @@ from typing import Any
 
 REPO = Path(__file__).resolve().parent.parent
 AGENT = REPO / "agent.py"
+# Set to 1, every fsagent a test starts (Workspace.start, ServeProcess, a pty session) is the
+# real exec'd interpreter: to compare, or to rule the fork out.
+EXEC_AGENTS_ENV = "FSAGENT_TEST_EXEC_AGENTS"
+
+
+def agents_execd(exec_: bool = False) -> bool:
+    """Whether an fsagent a test starts is exec'd rather than forked from the launcher."""
+    return exec_ or os.environ.get(EXEC_AGENTS_ENV, "") not in ("", "0")
+
 
 # What every launch imports before it reads a line (cli.launch.open_agent and its callees):
 # libraries only, so that our own modules' import-time state is each process's own.

@@ -39,10 +39,9 @@ from pathlib import Path
 from typing import Any
 
 import pyte
-from launcher import AGENT, LAUNCHER, SHELL_DEFAULTS, Launched
+from launcher import AGENT, LAUNCHER, SHELL_DEFAULTS, Launched, agents_execd
 
 ROWS, COLUMNS = 40, 120
-EXEC_ENV = "FSAGENT_TEST_EXEC_AGENTS"
 # core/tools/server_process.py: the forked agent's MCP server is forked by the launcher too.
 SERVER_LAUNCHER_ENV = "FSAGENT_TEST_SERVER_LAUNCHER"
 ENTER = "\r"  # what a terminal sends for the Enter key
@@ -120,7 +119,7 @@ def forked(command: list[str], *, exec_: bool = False) -> bool:
         and command[1].endswith(".py")
         and Path(command[1]).resolve().is_relative_to(AGENT.parent)
     )
-    return ours and not exec_ and os.environ.get(EXEC_ENV, "") in ("", "0")
+    return ours and not agents_execd(exec_)
 
 
 class PtyScreen:

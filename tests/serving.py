@@ -7,7 +7,6 @@ from __future__ import annotations
 
 import asyncio
 import json
-import os
 import re
 import subprocess
 import threading
@@ -19,11 +18,11 @@ from pathlib import Path
 from typing import Any
 
 import httpx
-from launcher import LAUNCHER, Launched
+from launcher import LAUNCHER, Launched, agents_execd
 
 from cli.serve import open_service
 from cli.settings import Settings
-from conftest import EXEC_AGENTS_ENV, SERVER_LAUNCHER_ENV, Workspace, agent_env, text_stream
+from conftest import SERVER_LAUNCHER_ENV, Workspace, agent_env, text_stream
 from fake_llm import text
 from web.auth import Access
 
@@ -221,7 +220,7 @@ class ServeProcess:
         command = workspace.command(base_url, "serve", "--port", "0", *args, thread=None)
         environment = {**agent_env(), "FSAGENT_ADMIN_TOKEN": TOKEN, **(env or {})}
         self.process: subprocess.Popen[str] | Launched
-        if os.environ.get(EXEC_AGENTS_ENV) == "1":
+        if agents_execd():
             self.process = subprocess.Popen(
                 command,
                 stdout=subprocess.PIPE,

@@ -11,9 +11,9 @@ import signal
 from pathlib import Path
 
 import pytest
-from launcher import Launched
+from launcher import EXEC_AGENTS_ENV, Launched
 
-from conftest import AGENT, EXEC_AGENTS_ENV, REPO, RunningAgent, Workspace
+from conftest import AGENT, REPO, RunningAgent, Workspace
 from fake_llm import FakeLLM, reply, text, tool_call
 
 BANNER_END = "Approval: "  # the banner's last line: the thread is open

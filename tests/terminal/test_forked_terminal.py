@@ -14,11 +14,11 @@ import sys
 from pathlib import Path
 
 import pytest
-from launcher import LAUNCHER
+from launcher import EXEC_AGENTS_ENV, LAUNCHER
 
 from conftest import Workspace, agent_env
 from fake_llm import FakeLLM, reply
-from pty_screen import CTRL_C, ENTER, EXEC_ENV, SERVER_LAUNCHER_ENV, PtyScreen, forked
+from pty_screen import CTRL_C, ENTER, SERVER_LAUNCHER_ENV, PtyScreen, forked
 
 PROBE = Path(__file__).resolve().parent.parent / "tty_probe.py"
 HOW = ["fork", "exec"]
@@ -28,7 +28,7 @@ HOW = ["fork", "exec"]
 def both_ways(monkeypatch: pytest.MonkeyPatch) -> None:
     """The fork is what these tests are about: FSAGENT_TEST_EXEC_AGENTS=1 for a run does not
     take it away here."""
-    monkeypatch.delenv(EXEC_ENV, raising=False)
+    monkeypatch.delenv(EXEC_AGENTS_ENV, raising=False)
 
 
 def probed(tmp_path: Path, how: str, answer: str) -> tuple[dict, int, PtyScreen]:
