@@ -295,6 +295,11 @@ def tool_messages(request: dict) -> list[dict]:
     return [m for m in request["messages"] if m.get("role") == "tool"]
 
 
+def tool_answers(requests: list[dict]) -> list[str]:
+    """The text of every tool result the model was sent, request after request."""
+    return [str(m.get("content")) for request in requests for m in tool_messages(request)]
+
+
 def tree_snapshot(folder: Path) -> dict[str, bytes]:
     return {
         str(path.relative_to(folder)): path.read_bytes() if path.is_file() else b"<dir>"

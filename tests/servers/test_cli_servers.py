@@ -10,7 +10,7 @@ import subprocess
 import sys
 from pathlib import Path
 
-from conftest import Workspace
+from conftest import Workspace, tool_answers
 from fake_llm import FakeLLM, reply, text, tool_call
 
 
@@ -40,15 +40,6 @@ def configure_git(repo: Path, config_home: Path) -> None:
     )
 
 
-def tool_answers(llm: FakeLLM) -> list[str]:
-    return [
-        str(m.get("content"))
-        for request in llm.requests
-        for m in request["messages"]
-        if m.get("role") == "tool"
-    ]
-
-
 def test_a_read_only_git_tool_runs_without_asking(
     workspace: Workspace, own_xdg_folders: Path
 ) -> None:
@@ -60,7 +51,7 @@ def test_a_read_only_git_tool_runs_without_asking(
 
     assert result.returncode == 0, result.stderr
     assert "Nothing committed yet." in result.stdout
-    answers = tool_answers(llm)
+    answers = tool_answers(llm.requests)
     assert any("a.txt" in answer for answer in answers)
     offered = {tool["function"]["name"] for tool in llm.requests[-1].get("tools") or []}
     assert {"git__git_status", "git__git_commit"} <= offered
@@ -110,7 +101,7 @@ def test_a_refused_commit_never_reaches_the_server(
 
     assert result.returncode == 0, result.stderr
     assert git(repo, "log", "--format=%s") == "before\n"
-    assert any("rejected git__git_commit" in answer for answer in tool_answers(llm))
+    assert any("rejected git__git_commit" in answer for answer in tool_answers(llm.requests))
 
 
 def test_the_time_server_from_an_mcp_json_answers_without_asking(workspace: Workspace) -> None:
@@ -123,7 +114,7 @@ def test_the_time_server_from_an_mcp_json_answers_without_asking(workspace: Work
 
     assert result.returncode == 0, result.stderr
     assert "Approval needed" not in result.stdout and "It is late." in result.stdout
-    assert any('"timezone": "UTC"' in answer for answer in tool_answers(llm))
+    assert any('"timezone": "UTC"' in answer for answer in tool_answers(llm.requests))
 
 
 def test_a_projects_server_starts_only_once_accepted(workspace: Workspace) -> None:

@@ -14,7 +14,7 @@ from pathlib import Path
 
 import pytest
 
-from conftest import Workspace
+from conftest import Workspace, tool_answers
 from fake_llm import FakeLLM, reply, text, tool_call
 from mcp_servers.kernel_sandbox import kernel_abi
 
@@ -53,15 +53,6 @@ def with_memory(xdg: Path) -> Path:
     return memory
 
 
-def tool_answers(llm: FakeLLM) -> list[str]:
-    return [
-        str(m.get("content"))
-        for request in llm.requests
-        for m in request["messages"]
-        if m.get("role") == "tool"
-    ]
-
-
 def test_the_memory_servers_read_tool_runs_without_asking(
     workspace: Workspace, own_xdg_folders: Path
 ) -> None:
@@ -75,7 +66,7 @@ def test_the_memory_servers_read_tool_runs_without_asking(
 
     assert result.returncode == 0, result.stderr
     assert "Approval needed" not in result.stdout and "Bo is a cat." in result.stdout
-    assert any('"Bo"' in answer for answer in tool_answers(llm))
+    assert any('"Bo"' in answer for answer in tool_answers(llm.requests))
 
 
 def test_create_entities_is_asked_previewed_approved_audited_and_written_in_its_state_folder(
@@ -120,7 +111,9 @@ def test_a_denied_create_entities_never_reaches_the_server(
     assert result.returncode == 0, result.stderr
     assert "Approval needed" in result.stdout
     assert memory.read_text(encoding="utf-8") == before + "\n"
-    assert any("rejected memory__create_entities" in answer for answer in tool_answers(llm))
+    assert any(
+        "rejected memory__create_entities" in answer for answer in tool_answers(llm.requests)
+    )
     assert "memory__create_entities" in audit.stdout and "reject" in audit.stdout
 
 
@@ -147,7 +140,7 @@ def test_the_everything_servers_read_only_tools_run_unasked_and_an_open_world_on
         result = workspace.run(llm.base_url, "add them\nfetch it\nn\n")
 
     assert result.returncode == 0, result.stderr
-    answers = tool_answers(llm)
+    answers = tool_answers(llm.requests)
     assert any("42" in answer for answer in answers)
     assert any("hi" in answer and "Echo" in answer for answer in answers)
     # Only the gzip call was asked, with what its annotations say.
