@@ -5,11 +5,11 @@ PY := $(VENV)/bin/python
 STAMP := $(VENV)/.installed
 TEST_STAMP := $(VENV)/.installed-test
 # The core, the store, the graph and the front-ends, strictly ([tool.mypy] in pyproject.toml).
-MYPY := $(VENV)/bin/mypy --strict core store agent_graph.py display.py agent.py web terminal
+MYPY := $(VENV)/bin/mypy --strict core store agent_graph.py display.py agent.py cli web terminal
 # Every fsagent and server process a test starts imports our modules. Where
 # PYTHONDONTWRITEBYTECODE is set (as on this project's machines) each would compile them again,
 # about a third of a second a launch; compiled once here, they are read.
-COMPILE := $(PY) -m compileall -q agent.py agent_graph.py display.py core store terminal web mcp_servers tests
+COMPILE := $(PY) -m compileall -q agent.py agent_graph.py display.py cli core store terminal web mcp_servers tests
 # The inbox page's browser test drives Debian's Chromium (Playwright's own browsers cannot be
 # downloaded here). Installed when missing; if that fails the test fails and says why.
 CHROMIUM := /usr/bin/chromium
@@ -72,7 +72,8 @@ $(CHROMIUM):
 # The import rules and the types first: a broken layout or contract fails fast. Tests run on every core (-n auto).
 # Then the MCP server's whole suite again on its portable path (mcp_servers/platform_calls.py:
 # as on macOS, without O_PATH or preadv). Then its escape, race and link tests with Landlock
-# off (FSAGENT_LANDLOCK_ABI=0): the server's own containment alone, as macOS has it, so a
+# off (FSAGENT_LANDLOCK_ABI=0): the server's own containment alone, as macOS has it (the
+# parent swaps too: a folder moved out between a check and its act), so a
 # regression there cannot hide behind the kernel (os.O_NOFOLLOW dropped from FOLDER_FLAGS
 # fails this pass and no other). Not the whole suite: the Landlock tests test the kernel's
 # layer, and the rest would double the pass (docs/filesystem-server.md). PYTEST_ARGS go to
@@ -80,7 +81,8 @@ $(CHROMIUM):
 # (docs/development.md says why).
 FIRST_LAYER_TESTS := tests/mcp_servers/test_filesystem_links.py \
   tests/mcp_servers/test_filesystem_races.py tests/mcp_servers/test_filesystem_act_races.py \
-  tests/mcp_servers/test_filesystem_sandbox.py tests/mcp_servers/test_filesystem_hostile.py
+  tests/mcp_servers/test_filesystem_sandbox.py tests/mcp_servers/test_filesystem_hostile.py \
+  tests/mcp_servers/test_parent_swaps.py
 test: $(TEST_STAMP) postgres acl strace conformance-suite node-modules $(CHROMIUM)
 	$(VENV)/bin/lint-imports
 	$(MYPY)

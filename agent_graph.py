@@ -16,7 +16,7 @@ summary in place of older turns, compacted when it would not fit.
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import Annotated, Any, TypedDict
 
@@ -33,8 +33,9 @@ from langgraph.types import Command, interrupt
 
 from core.approval import approval, questions
 from core.approval.approval import ApprovalRecord, ToolCall
-from core.approval.policy import Policy
+from core.approval.policy import Policy, other_grant
 from core.changes import plans
+from core.changes.other_calls import CANNOT_UNDO
 from core.changes.undo_capture import capture
 from core.context.context import (
     ContextKeeper,
@@ -44,14 +45,16 @@ from core.context.context import (
     answer_streamer,
     with_route,
 )
+from core.context.prompts import ROUTE_NOTES
 from core.context.replies import mark_cut, was_cut
 from core.context.summary import Summary
+from core.servers import gate
 from core.threads.audit import rows_for
 from core.threads.ledger import run_write_once
 from core.threads.messages import append_messages, content_text, last_ai_message
 from core.threads.threads import MAX_MODEL_CALLS_PER_TURN, PERSON_UPDATE
 from core.tools.merged_tools import server_calls
-from core.tools.tool_groups import ASK_PERSON, ROUTES, WRITE_TOOLS
+from core.tools.tool_groups import ASK_PERSON, ROUTES, WRITE_TOOLS, needs_approval, other_server
 from core.tools.tool_schemas import offered_tools
 from core.tools.tools import call_tool
 from store.base import Store
@@ -115,11 +118,14 @@ def build_graph(
     tools_by_name = {tool.name: tool for tool in tools}
     first_root = str(policy.roots[0])  # relative paths in undo records are read against it
     schemas = {tool.name: approval.tool_schema(tool) for tool in tools}
+    # Other servers' tools: which are proven read-only (core.servers.gate), and their facts.
+    others = gate.others(tools)
+    read_only = gate.read_only_names(tools)
 
     async def router(state: AgentState) -> dict[str, Any]:
         messages = state.get("messages", [])
-        # The router's request offers the tools the last turn's agent requests offered, which
-        # extend it (on a small context, the tools of every route the thread has taken).
+        # The router's request offers the tools of the last turn's route, which the agent's
+        # requests of that route extend (on a small context each route offers its own).
         sent = await context.send(
             messages,
             _summary(state),
@@ -137,9 +143,8 @@ def build_graph(
             "turn": state.get("turn", 0) + 1,
         }
         latest = messages[-1] if messages else None
-        if isinstance(latest, HumanMessage):
-            # Stored with the message, so every later request sends it with the same note,
-            # and a small context keeps offering the route's tools (ContextKeeper.offered).
+        if isinstance(latest, HumanMessage) and ROUTE_NOTES.get(route):
+            # Stored with the message, so every later request sends it with the same note.
             update["messages"] = [with_route(latest, route)]
         return update | _compacted(sent)
 
@@ -173,7 +178,7 @@ def build_graph(
             return END
         if questions.questions_to_ask(message, schemas):
             return "ask"
-        if approval.writes_to_review(message, schemas, state.get("route")):
+        if approval.writes_to_review(message, schemas, state.get("route"), read_only):
             return "judge"
         return "tools"
 
@@ -189,14 +194,14 @@ def build_graph(
         else:
             payload = questions.question_payload(state.get("route", "general"), calls)
             answers = questions.record_answers(interrupt(payload), calls)
-        writes = approval.writes_to_review(message, schemas, state.get("route"))
+        writes = approval.writes_to_review(message, schemas, state.get("route"), read_only)
         return Command(goto="judge" if writes else "tools", update={"approvals": answers})
 
     async def judge_node(state: AgentState) -> Command[str]:
         return await judge(state, schemas=schemas, policy=policy, mode=mode, tools=tools_by_name)
 
     def approve_node(state: AgentState) -> Command[str]:
-        return approve(state, schemas=schemas, policy=policy, mode=mode)
+        return approve(state, schemas=schemas, policy=policy, mode=mode, others=others)
 
     async def tools_node(state: AgentState, config: RunnableConfig) -> dict[str, Any]:
         thread = str(config["configurable"]["thread_id"])
@@ -237,11 +242,16 @@ def decide_now(
     policy: Policy,
     mode: str,
     asked: bool = False,
+    others: Mapping[str, Mapping[str, Any]] | None = None,
 ) -> ApprovalRecord | None:
     """What the rules, the mode and the grants decide for a call, on the paths of its plan
     (the server's reading of them, raw), and only on those: a call without a plan is never
     judged on its text. None when a person must decide. `asked`: the person has decided
-    the call already (see approval.decide_without_person)."""
+    the call already (see approval.decide_without_person). Another server's call is
+    judged by its server and tool (approval.decide_other); `others` holds its pin."""
+    if other_server(call["name"]) is not None:
+        pin = (others or {}).get(call["name"], {}).get("pin")
+        return approval.decide_other(call, policy, mode, grants, pin)
     read = plans.judged(call, plan, policy.roots)
     return approval.decide_without_person(
         call,
@@ -269,13 +279,19 @@ async def judge(
     message = last_ai_message(state.get("messages", []))
     assert message is not None, "judge is only reached after a model message"
     grants = list(state.get("grants") or [])
-    calls = approval.writes_to_review(message, schemas, state.get("route"))
+    others = gate.others(tools.values())
+    read_only = gate.read_only_names(tools.values())
+    calls = approval.writes_to_review(message, schemas, state.get("route"), read_only)
     approvals = dict(state.get("approvals") or {})  # the answers to questions, if any
     planned: dict[str, Any] = {}
     for call in calls:
-        plan = await plans.plan_call(call, tools)
-        planned[call["id"]] = plan.kept()
-        record = decide_now(call, plan, grants, policy=policy, mode=mode)
+        if other_server(call["name"]) is not None:
+            # Another server's call has no plan of ours: its arguments are what it does.
+            plan = plans.CallPlan(error=OTHER_SERVER_PLAN)
+        else:
+            plan = await plans.plan_call(call, tools)
+            planned[call["id"]] = plan.kept()
+        record = decide_now(call, plan, grants, policy=policy, mode=mode, others=others)
         if record is not None:
             approvals[call["id"]] = record
     # Nothing for the person (every call decided by rules, mode or grants): straight to
@@ -285,6 +301,9 @@ async def judge(
     return Command(goto="approve" if waits else "tools", update=update)
 
 
+OTHER_SERVER_PLAN = "another server's call: its arguments are what it does"
+
+
 def approve(
     state: AgentState,
     *,
@@ -292,6 +311,7 @@ def approve(
     policy: Policy,
     mode: str,
     ask: Callable[[Any], Any] = interrupt,
+    others: Mapping[str, Mapping[str, Any]] | None = None,
 ) -> Command[str]:
     """The approve step: the calls `judge` left to a person go to them in one `ask`
     (LangGraph's interrupt in the graph), whose answer is the resume value; then every
@@ -303,18 +323,24 @@ def approve(
     message = last_ai_message(state.get("messages", []))
     assert message is not None, "approve is only reached after a model message"
     grants = list(state.get("grants") or [])
-    calls = approval.writes_to_review(message, schemas, state.get("route"))
+    others = others or {}
+    read_only = frozenset(name for name, facts in others.items() if facts.get("read_only"))
+    calls = approval.writes_to_review(message, schemas, state.get("route"), read_only)
     planned = state.get("plans") or {}
     approvals = dict(state.get("approvals") or {})
     for_person = [call for call in calls if call["id"] not in approvals]
     route = state.get("route", "general")
-    unplanned = {call["id"]: plans.read_kept(planned.get(call["id"])).error for call in calls}
+    unplanned = {
+        call["id"]: plans.read_kept(planned.get(call["id"])).error
+        for call in calls
+        if other_server(call["name"]) is None
+    }
     if for_person:
         said = {call["id"]: approval.policy_said(None) for call in for_person}
         payload = approval.approval_payload(route, for_person, said, unplanned)
         decided = approval.record_decisions(ask(payload), for_person, schemas)
         approvals |= decided
-        grants += new_grants(policy, for_person, decided, grants, planned)
+        grants += new_grants(policy, for_person, decided, grants, planned, others)
     # The rules, mode and grants in force now may only make a decision stricter; an
     # approval they gave that they would no longer give is asked of the person again.
     again = []
@@ -329,7 +355,9 @@ def approve(
             approvals[call["id"]] = approval.edit_unplanned(call, plan.error)
             continue
         asked = record.get("by") not in approval.AUTOMATIC
-        now = decide_now(checked, plan, grants, policy=policy, mode=mode, asked=asked)
+        now = decide_now(
+            checked, plan, grants, policy=policy, mode=mode, asked=asked, others=others
+        )
         kept = approval.recheck(record, now)
         if kept is None:
             again.append(call)
@@ -350,10 +378,19 @@ def new_grants(
     decided: dict[str, Any],
     grants: list[dict[str, str]],
     planned: dict[str, Any],
+    others: Mapping[str, Mapping[str, Any]] | None = None,
 ) -> list[dict[str, str]]:
     added: list[dict[str, str]] = []
     for call in calls:
         if decided[call["id"]].get("decision") != "grant":
+            continue
+        grant: dict[str, str] | None
+        if other_server(call["name"]) is not None:
+            # Bound to the tool's definition as pinned now: a change voids it.
+            pin = (others or {}).get(call["name"], {}).get("pin")
+            grant = other_grant(call, str(pin)) if pin else None
+            if grant is not None and grant not in grants + added:
+                added.append(grant)
             continue
         read = plans.judged(call, plans.read_kept(planned.get(call["id"])), policy.roots)
         grant = policy.grant_for(call, read.places) if read.places is not None else None
@@ -377,6 +414,7 @@ async def run_tools(
     message = last_ai_message(state.get("messages", []))
     assert message is not None, "tools is only reached after a model message"
     approvals = state.get("approvals") or {}
+    read_only = gate.read_only_names(tools.values())
     if store is not None:
         await store.record_audit(rows_for(thread, message, approvals))
     results = []
@@ -386,14 +424,14 @@ async def run_tools(
     # for a person (for days, perhaps): then the undo records ask the server again.
     planned = {} if approval.someone_decided(approvals) else state.get("plans") or {}
     for call in message.tool_calls:
-        refusal = approval.answer_without_running(call, approvals, schemas, route)
+        refusal = approval.answer_without_running(call, approvals, schemas, route, read_only)
         if refusal is None and call["name"] == ASK_PERSON:
             refusal = questions.answer_message(call, approvals.get(str(call["id"])))
         fresh = plans.read_kept(planned.get(str(call["id"]))).paths
         ran = refusal or await run_call(
             call, approvals, str(message.id), thread, turn, tools, store, root, fresh
         )
-        if refusal is None and call["name"] in WRITE_TOOLS:
+        if refusal is None and needs_approval(call["name"], read_only):
             planned = {}
         results.append(ran)
     results += [approval.answer_invalid_call(c) for c in message.invalid_tool_calls]
@@ -414,9 +452,20 @@ async def run_call(
     def run() -> Any:
         return _run_call(call, approvals, tools)
 
-    if store is None or call["name"] not in WRITE_TOOLS:
+    if store is None or not needs_approval(call["name"], gate.read_only_names(tools.values())):
         return await run()
     args = _call_args(call, approvals)
+    if other_server(call["name"]) is not None:
+        # At most once, as ours. Its undo record says it cannot be undone, so `fsagent undo`
+        # says so plainly (core/undo.py) rather than pass over it.
+
+        async def cannot_undo() -> None:
+            record = {"undoable": False, "why": CANNOT_UNDO}
+            await store.keep_undo(
+                thread, message_id, call["id"], turn, call["name"], args, record, 0
+            )
+
+        return await run_write_once(store, thread, message_id, call, args, run, cannot_undo)
 
     async def keep() -> None:
         used = await store.undo_bytes(thread)

@@ -20,6 +20,7 @@ from core.approval.questions import QUESTION_KIND, Pause
 from core.changes.binding import BindingError
 from core.context.budget import estimate_text
 from core.context.context import ContextKeeper
+from core.context.instructions import Instructions
 from core.context.models import ModelChoice
 from core.opening import check_resumable, recover
 from core.session import ThreadSession
@@ -204,21 +205,30 @@ async def run_session(
     roots_note: str = "",
     show_reasoning: bool = True,
     sandbox_line: str | None = None,
+    recovery_line: str | None = None,
     prompt: str | None = None,
     store: str = "",
     early: EarlyPrompt | None = None,
+    instructions: Instructions | None = None,
 ) -> int:
     """The read-eval loop. Returns the exit code (see agent.EXIT_CODES). With `early`, the
     banner was said and the first line is being read already (terminal.early_prompt): what
     was not known then (the tools, the model, the kernel sandbox) is said now."""
     # The session at a glance: the model and its context, where the agent may read and write
-    # (and, when there is none or with --verbose, whether the kernel holds it there), and who
-    # decides writes.
-    status = (model_line, status_line(roots, approve_mode, roots_note, store), sandbox_line)
+    # (and, when there is none or with --verbose, whether the kernel holds it there), who
+    # decides writes, and what the server's recovery put right at its start (its paths).
+    told = instructions.banner_line() if instructions is not None else None
+    status = (
+        model_line,
+        told,
+        status_line(roots, approve_mode, roots_note, store),
+        sandbox_line,
+        recovery_line,
+    )
     lines = [line for line in status if line]
     if early is not None:
         loaded = f"Loaded {tool_count} tools." + (f" {model_line}" if model_line else "")
-        lines = [line for line in (loaded, sandbox_line) if line]
+        lines = [line for line in (loaded, told, sandbox_line, recovery_line) if line]
     session.hold_until_known = not term.watched
     with term.ctrl_c.installed():
         try:
@@ -233,6 +243,7 @@ async def run_session(
                 show_reasoning=show_reasoning,
                 prompt=prompt,
                 early=early,
+                instructions=instructions,
             )
         except asyncio.CancelledError:
             # Ctrl-C while nothing could be cut off on its own (the banner being read, a
@@ -258,6 +269,7 @@ async def _run_session(
     show_reasoning: bool,
     prompt: str | None,
     early: EarlyPrompt | None = None,
+    instructions: Instructions | None = None,
 ) -> int:
     view = await session.view()
     check_resumable(view)  # before the banner: a thread that cannot go on is the news
@@ -304,7 +316,7 @@ async def _run_session(
         if stopped is not None:
             return stopped
         return 1 if printer.errors else 0
-    return await prompt_loop(conversation, early)
+    return await prompt_loop(conversation, early, instructions)
 
 
 # A bare answer typed at the prompt almost always belongs to an approval that did not come
@@ -314,9 +326,13 @@ def looks_like_an_answer(line: str) -> bool:
     return word.strip() in ANSWER_WORDS and (not colon or word.strip() in ("n", "no", "e"))
 
 
-async def prompt_loop(conversation: Conversation, early: EarlyPrompt | None = None) -> int:
+async def prompt_loop(
+    conversation: Conversation,
+    early: EarlyPrompt | None = None,
+    instructions: Instructions | None = None,
+) -> int:
     term = conversation.term
-    commands = CommandContext(conversation.session, term, conversation.printer)
+    commands = CommandContext(conversation.session, term, conversation.printer, instructions)
     while True:
         try:
             line = await (early.first() if early is not None else term.prompt("you> "))

@@ -12,7 +12,7 @@ import time
 from collections.abc import Callable
 from typing import Any
 
-from bench import context, growth, inbox_listing, overhead, serving_load, startup
+from bench import big_move, context, growth, inbox_listing, overhead, serving_load, startup
 from bench.common import REPO, Row, machine, print_table
 
 
@@ -34,6 +34,7 @@ SECTIONS: list[tuple[str, Callable[[], list[Row]]]] = [
     ("search", search_rows),
     ("serving under load", serving_load.measure),
     ("inbox listing", inbox_listing.measure),
+    ("a 300,000-file move beside a second server", big_move.measure),
 ]
 
 

@@ -39,7 +39,7 @@ RUNS = 5
 PROMPT = b"you>"
 BARE_IMPORT = [sys.executable, "-c", "import langgraph.graph, langchain_openai"]
 MCP_IMPORT = [sys.executable, "-c", "import mcp"]
-# agent.TEST_LATE_PROMPT_ENV: the prompt only once everything has started, as before issue 31.
+# cli.chat.TEST_LATE_PROMPT_ENV: the prompt only once everything has started, as before issue 31.
 LATE = {"FSAGENT_TEST_LATE_PROMPT": "1"}
 
 

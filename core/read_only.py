@@ -22,6 +22,7 @@ from core.approval.approval import answer_invalid_call, new_id
 from core.context.context import ContextKeeper, announce_compaction
 from core.context.replies import mark_cut, was_cut
 from core.context.summary import Summary
+from core.servers import gate
 from core.threads.messages import append_messages, content_text, last_ai_message
 from core.threads.threads import MAX_MODEL_CALLS_PER_TURN
 from core.tools.merged_tools import server_calls
@@ -44,7 +45,9 @@ async def text_results(request: Any, execute: Any) -> Any:
 
 
 def read_tools(tools: list[BaseTool]) -> list[BaseTool]:
-    return [tool for tool in tools if tool.name in ALLOWED_TOOLS]
+    """Our read tools and the other servers' tools proven read-only (core.servers.gate)."""
+    read_only = ALLOWED_TOOLS | gate.read_only_names(tools)
+    return [tool for tool in tools if tool.name in read_only]
 
 
 def build_read_only_agent(

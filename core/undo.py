@@ -9,6 +9,7 @@ result), newest write first:
     copy                     delete the copy, or restore the file it replaced
     move                     move it back, then restore the file it replaced
     delete                   make the file, or the folder and everything in it, again
+                             (one that stopped part-way: what it deleted, again)
 
 plus removing the folders a write created on its way (only while they are empty). Every path
 a step changes must be as the write left it (hash check); one that changed since is refused
@@ -24,8 +25,9 @@ from __future__ import annotations
 
 import json
 import posixpath
+import re
 from collections.abc import AsyncIterator
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 from core.approval.approval import new_id, tool_message
@@ -72,6 +74,9 @@ class Step:
     verb: str  # a key of VERBS: with `what`, the step in words
     what: str
     soft: bool = False  # a folder removed only while empty: kept otherwise, not a failure
+    # Made again only where it is missing (a delete that stopped part-way left the rest):
+    # one that is there is left as it is, neither a problem nor a failure.
+    if_missing: bool = False
 
     @property
     def doing(self) -> str:
@@ -105,6 +110,7 @@ class Item:
     nothing: str | None = None  # why there is nothing to undo: left out
     lines: list[str] = field(default_factory=list)  # what it will restore, as the person sees it
     problems: list[str] = field(default_factory=list)  # changed since the write
+    present: set[int] = field(default_factory=set)  # steps whose path a stopped delete left
 
     @property
     def runs(self) -> bool:
@@ -136,9 +142,24 @@ async def standing(store: Store, thread: str) -> list[tuple[UndoRecord, LedgerRo
     found = []
     for record in reversed(await store.undo_records(thread)):
         row = await store.ledger_row(thread, record.message_id, record.call_id)
-        if row is not None and not (row.status == "done" and row.failed):
+        if row is None:
+            continue
+        if not (row.status == "done" and row.failed) or stopped_delete(record, row):
             found.append((record, row))
     return found
+
+
+# The server's answer to a recursive delete that stopped part-way (mcp_servers/stopped.py):
+# what it had deleted is gone, the rest is back under the folder's name.
+STOPPED_DELETE = re.compile(r"delete '.*' stopped: ([\d,]+) of [\d,]+ files deleted; ")
+
+
+def stopped_delete(record: UndoRecord, row: LedgerRow) -> bool:
+    """A failed delete that deleted part of its folder: its undo makes that part again."""
+    if record.tool != "delete" or not row.failed:
+        return False
+    said = STOPPED_DELETE.match(first_line(row.result or "").removeprefix("Error: "))
+    return said is not None and int(said.group(1).replace(",", "")) > 0
 
 
 def choose(
@@ -209,7 +230,10 @@ def steps_for(record: UndoRecord, row: LedgerRow, force: bool) -> Item:
         item.cannot = "fsagent stopped while it ran, so what it changed is not known"
         return item
     try:
-        item.steps = STEPS[record.tool](record, write_result(row), force)
+        if stopped_delete(record, row):
+            item.steps = steps_stopped_delete(record)
+        else:
+            item.steps = STEPS[record.tool](record, write_result(row), force)
     except CannotTakeBack as why:
         item.cannot = str(why)
     except (KeyError, TypeError, ValueError) as error:
@@ -331,6 +355,27 @@ def steps_delete(record: UndoRecord, result: dict[str, Any], force: bool) -> lis
     return steps
 
 
+def steps_stopped_delete(record: UndoRecord) -> list[Step]:
+    """A recursive delete that stopped part-way: what it deleted is made again, what it
+    did not reach stays as it is (each step runs only where its path is missing)."""
+    kept, root = record.record, record.record.get("root")
+    path, before = kept["path"], kept["before"]
+    if before["state"] != "tree":
+        return []
+    steps = [Step("make_dir", {"path": path}, {path: ABSENT}, "make", f"{shown(path, root)}/")]
+    for folder in before["folders"]:
+        inner = posixpath.join(path, folder)
+        steps.append(
+            Step("make_dir", {"path": inner}, {inner: ABSENT}, "make", f"{shown(inner, root)}/")
+        )
+    for name, content in sorted(before["files"].items()):
+        inner = posixpath.join(path, name)
+        args = {"path": inner, "content": content}
+        what = f"{shown(inner, root)} again"
+        steps.append(Step("write_file", args, {inner: ABSENT}, "make", what))
+    return [replace(step, if_missing=True) for step in steps]
+
+
 STEPS = {
     "write_file": steps_write,
     "patch_file": steps_write,
@@ -381,7 +426,10 @@ async def check(item: Item, tools: Tools, simulated: dict[str, State]) -> None:
     """Fill the item's problems and the lines that show what it will restore. `simulated`
     holds the paths newer items of the plan change, as they will be by then."""
     root = item.record.record.get("root")
-    for step in item.steps:
+    for index, step in enumerate(item.steps):
+        if step.if_missing and await present(step, tools, simulated):
+            item.present.add(index)
+            continue
         for path, expected in step.expect.items():
             try:
                 current = simulated.get(path) or await current_state(tools, path, expected)
@@ -392,8 +440,25 @@ async def check(item: Item, tools: Tools, simulated: dict[str, State]) -> None:
                 item.problems.append(difference(path, expected, current, item.record))
         item.lines += await step_lines(step, tools, simulated, root)
         simulated.update(step.effect())
+    left = sum(item.steps[index].tool == "write_file" for index in item.present)
+    if left:  # the truth about a delete that stopped part-way
+        item.lines.append(
+            f"(the delete stopped part-way: {left:,} of its files are still there and stay "
+            "as they are)"
+        )
     # Drawn as an approval's preview is (core.changes.marks): an undo's yes is a decision too.
     item.lines = mark(cut(item.lines)).lines
+
+
+async def present(step: Step, tools: Tools, simulated: dict[str, State]) -> bool:
+    """Whether the path a step makes only where missing is there (now, or by then)."""
+    (path,) = step.expect
+    if path in simulated:
+        return "absent" not in simulated[path]
+    try:
+        return await info(tools, path) is not None
+    except ReadError:
+        return False  # said by the check that follows
 
 
 async def step_lines(
@@ -475,10 +540,13 @@ async def begin(store: Store, thread: str, plan: UndoPlan, by: str) -> UndoRun:
     if not await store.begin_undo(thread, plan.undo_id, body, body["seqs"]):
         raise NothingToUndo("Nothing to undo: those changes were undone already.")
     run = UndoRun(thread, plan.undo_id, body, "running")
+    # A step the plan found needless (what a stopped delete never reached) is no audit row.
+    needless = {(item.record.seq, index) for item in plan.to_run for index in item.present}
     await store.record_audit(
         [
             audit_row(thread, run, item.record, number, step)
             for item, number, step in numbered_steps(await items_of(store, run))
+            if (item.record.seq, item.steps.index(step)) not in needless
         ]
     )
     return run
@@ -548,6 +616,9 @@ async def run_steps(
         if record.seq in stopped:
             yield StepRun(call, "Not run: an earlier step of this write failed.", True)
             continue
+        row = await store.ledger_row(run.thread, run.undo_id, call["id"])
+        if step.if_missing and row is None and await present(step, tools, {}):
+            continue  # the delete never reached it: it stays as it is
         text, failed = await run_step(store, tools, run, call, step, force)
         if failed and step.soft and "not empty" in text:
             text, failed = f"Kept {step.args['path']}: it is not empty.", False

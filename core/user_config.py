@@ -7,6 +7,9 @@
     approve = "ask"      # ask, yes or no
     max_tokens = 1024    # the longest reply, in tokens
 
+    [mcp_servers.git]    # the person's other MCP servers: core/servers/config.py
+    command = "mcp-server-git"
+
 Standard library only (`tomllib`): the command line reads it before anything heavy is
 imported. A bad file (not TOML, a key fsagent does not know, a value of the wrong type) is a
 StartupError naming the file and the key: it is never half-used.
@@ -25,6 +28,9 @@ from store.location import xdg_folder
 
 APPROVE_MODES = ("ask", "yes", "no")
 KEYS = ("base_url", "model", "db", "approve", "max_tokens")
+# The person's other MCP servers, `[mcp_servers.NAME]`: read and checked by
+# core.servers.config, which reads this same file.
+SERVERS_TABLE = "mcp_servers"
 
 
 @dataclass(frozen=True)
@@ -52,7 +58,8 @@ def load_config(environ: Mapping[str, str]) -> UserConfig:
         raise StartupError(f"{path}: cannot be read ({error}); fix it or remove it") from None
     except tomllib.TOMLDecodeError as error:
         raise StartupError(f"{path}: not valid TOML ({error}); fix it or remove it") from None
-    return UserConfig(path, {key: checked(path, key, value) for key, value in data.items()})
+    values = {k: checked(path, k, v) for k, v in data.items() if k != SERVERS_TABLE}
+    return UserConfig(path, values)
 
 
 def checked(path: Path, key: str, value: object) -> str | int:

@@ -27,6 +27,7 @@ import os
 import posixpath
 import secrets
 import stat
+from collections.abc import Callable
 from dataclasses import dataclass
 
 from mcp.server.fastmcp.exceptions import ToolError
@@ -36,8 +37,9 @@ from mcp_servers.dirfd import entry_stat, temp_name
 from mcp_servers.fileio import kind_of
 from mcp_servers.journal import Place, clear, identity, record
 from mcp_servers.names import quoted
+from mcp_servers.parent_checks import ParentChanged, verify
 from mcp_servers.platform_calls import RENAME_CALL_NAME, exchange, rename_no_replace
-from mcp_servers.race_hook import pause, step
+from mcp_servers.race_hook import checked, pause, step
 
 KEPT_PREFIX = ".fsagent-kept-"
 Identity = tuple[int, int, int]
@@ -113,10 +115,13 @@ def article(kind: str) -> str:
     return "an" if kind[0] in "aeiou" else "a"
 
 
-def confirm(held: Held) -> None:
-    """Refuse unless the entry under the held name is still the one checked (for what is
-    read through a descriptor and not moved: a copy's source, a touched file)."""
-    pause(held.tool, held.argument)
+def confirm(held: Held, paused: bool = False) -> None:
+    """Refuse unless the entry under the held name is still the one checked, in the folder
+    checked (for what is read through a descriptor and not moved: a copy's source, a touched
+    file)."""
+    if not paused:
+        pause(held.tool, held.argument)
+    verify(held.folder)
     now = now_at(held.folder, held.name)
     if not same(now, held.found):
         raise held.refused(now)
@@ -129,6 +134,8 @@ def set_aside(held: Held, paused: bool = False, replaced_by: os.stat_result | No
     recovery the act went through)."""
     if not paused:
         pause(held.tool, held.argument)
+    verify(held.folder)
+    checked(held.tool, held.argument)
     check_budget()  # the last point to stop with nothing changed
     aside = temp_name()
     assert held.found is not None
@@ -144,6 +151,7 @@ def set_aside(held: Held, paused: bool = False, replaced_by: os.stat_result | No
     except BaseException:  # a rename that failed moved nothing: the record is done
         clear(aside)
         raise
+    checked_after(held.folder, held.folder, lambda: put_back(held, held.folder, aside, held.where))
     step("renamed", "aside")
     captured = now_at(held.folder, aside)
     if not same(captured, held.found):
@@ -165,6 +173,14 @@ def put_back(held: Held, folder: int, name: str, where: str) -> str:
             return f", except that the entry set aside from {quoted(held.shown)} was taken away"
         except FileExistsError:
             kept = keep(folder, name)
+        except OSError as error:
+            # The folder holding it was moved where the kernel sandbox forbids acting (out of
+            # the roots): it stays there, and so does its journal record, which the next
+            # start names too. Its own name is the only way to find it.
+            return (
+                f", except that the entry set aside from {quoted(held.shown)} could not be put "
+                f"back ({error.strerror}): it is {quoted(name)} in that folder, wherever it went"
+            )
         return (
             f", except that {quoted(held.shown)} was taken meanwhile, so the entry found "
             f"there is kept as {quoted(beside(where, kept))}"
@@ -201,17 +217,24 @@ def call_of(held: Held) -> dict[str, str]:
     return {"tool": held.tool, "argument": held.argument}
 
 
-def put_in_place(held: Held, new: New) -> None:
+def put_in_place(held: Held, new: New, paused: bool = False) -> None:
     """Put `new` under the held name: where nothing was, only if nothing is there yet; where
     the checked entry was, in exchange for it (then removed: a file or a link). Anything
-    else under the name is left there, and the call refused; `new` stays where it was."""
-    pause(held.tool, held.argument)
+    else under the name is left there, and the call refused; `new` stays where it was. So
+    is a folder of either moved or replaced since the check (parent_checks.py), checked
+    before the rename and again right after it (then the rename is undone)."""
+    if not paused:
+        pause(held.tool, held.argument)
+    verify(held.folder)
+    verify(new.folder)
+    checked(held.tool, held.argument)
     check_budget()
     if held.found is None:
         try:
             rename_no_replace(new.folder, new.name, held.folder, held.name)
         except FileExistsError:
             raise held.refused(now_at(held.folder, held.name)) from None
+        checked_after(held.folder, new.folder, lambda: taken_back(held, new))
         clear(new.name)
         return
     if RENAME_CALL_NAME is not None:  # recovery must know which entry the swap may bring
@@ -225,6 +248,7 @@ def put_in_place(held: Held, new: New) -> None:
         step("renamed", "exchange")
         captured = now_at(new.folder, new.name)
         if same(captured, held.found):
+            checked_after(held.folder, new.folder, lambda: swap_back(held, new))
             os.unlink(new.name, dir_fd=new.folder)
             clear(new.name)
             return
@@ -239,6 +263,12 @@ def put_in_place(held: Held, new: New) -> None:
     except BaseException:
         put_back(held, held.folder, aside, held.where)
         raise
+
+    def undo() -> str:
+        taken_back(held, new)
+        return put_back(held, held.folder, aside, held.where)
+
+    checked_after(held.folder, new.folder, undo)
     clear(new.name)
     os.unlink(aside, dir_fd=held.folder)
     clear(aside)
@@ -260,3 +290,22 @@ def swap_back(held: Held, new: New) -> str:
             f", except that another entry was put under {quoted(held.shown)} meanwhile; it "
             f"is kept as {quoted(beside(new.where, kept))}"
         )
+
+
+def checked_after(folder: int, other: int, undo: Callable[[], str]) -> None:
+    """Right after a rename: if a folder it ran in (`folder`, `other`) was moved or replaced
+    since the check before it, the rename may have landed outside the place checked; it is
+    undone (`undo`, whose note joins the refusal) and the call refused."""
+    try:
+        verify(folder, during=True)
+        verify(other, during=True)
+    except ParentChanged as error:
+        with unbounded():
+            note = undo()
+        raise ParentChanged(f"{error}{note}") from None
+
+
+def taken_back(held: Held, new: New) -> str:
+    """Undo the rename of `new` under the held name: back to its own name."""
+    rename_no_replace(held.folder, held.name, new.folder, new.name)
+    return ""

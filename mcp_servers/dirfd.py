@@ -16,10 +16,12 @@ import re
 import secrets
 from collections.abc import Iterator
 from contextlib import contextmanager, suppress
+from dataclasses import dataclass
 from pathlib import Path
 
 from mcp_servers.budget import check_budget
 from mcp_servers.names import quoted
+from mcp_servers.parent_checks import FolderId, Route, hold, identity, let_go, route_of
 from mcp_servers.platform_calls import FOLDER_FLAGS
 from mcp_servers.sandbox import Sandbox, SandboxError
 
@@ -80,19 +82,24 @@ def walk_down(
     path: str,
     create: bool = False,
     made: Made | None = None,
+    ids: list[FolderId] | None = None,
+    base: tuple[str, ...] = (),
 ) -> int:
     """An O_PATH descriptor of the folder `names` below `start`, opened one name at a time
     without following any link; with `create`, missing folders are made on the way (and
-    noted in `made`).
+    noted in `made`; `base`: the names from the root to `start`, for its journal). `ids`
+    gets each folder met on the way (parent_checks.py compares them at the act).
 
     `path` (raw) names the folder in errors. The caller closes the descriptor.
     """
     current = os.dup(start)
     try:
         for index, name in enumerate(names):
-            following = open_step(current, name, path, create, made, names[:index])
+            following = open_step(current, name, path, create, made, base + names[:index])
             os.close(current)
             current = following
+            if ids is not None:
+                ids.append(identity(os.fstat(current)))
     except BaseException:
         os.close(current)
         raise
@@ -181,13 +188,26 @@ def count_tree(folder: int) -> dict[str, int]:
     return {"files": files, "folders": folders, "bytes": size}
 
 
-def remove_tree(parent: int, name: str) -> None:
+@dataclass
+class Removal:
+    """How far a `remove_tree` got: the files (links and special files too) and folders it
+    removed, and, when it stopped, the names below the top of the entry it could not
+    remove (empty: the top itself), so a failure can say what went and what remains."""
+
+    files: int = 0
+    folders: int = 0
+    stopped_at: tuple[str, ...] | None = None
+
+
+def remove_tree(parent: int, name: str, removal: Removal | None = None) -> None:
     """Remove folder `name` in `parent` and everything in it, following no link.
 
     Every folder is opened with O_NOFOLLOW from its parent's descriptor and its entries are
     unlinked by name in it, so a folder swapped for a link meanwhile fails the call instead of
-    emptying the link's target; the listing is streamed, so memory stays small.
+    emptying the link's target; the listing is streamed, so memory stays small. It stops at
+    the first entry it cannot remove (`removal`, when given, says how far it got).
     """
+    removal = Removal() if removal is None else removal
     top = os.open(name, LIST_FLAGS, dir_fd=parent)
     stack = [(top, scan_names(top), parent, name)]
     try:
@@ -195,28 +215,45 @@ def remove_tree(parent: int, name: str) -> None:
             check_budget()
             current, items, above, own_name = stack[-1]
             item = next(items, None)
-            if item is None:
-                stack.pop()
-                items.close()
-                os.close(current)
-                os.rmdir(own_name, dir_fd=above)
-                continue
-            if item.is_dir(follow_symlinks=False):
-                child = os.open(item.name, LIST_FLAGS, dir_fd=current)
-                stack.append((child, scan_names(child), current, item.name))
-            else:
-                os.unlink(item.name, dir_fd=current)
+            below = tuple(entry[3] for entry in stack[1:])
+            try:
+                if item is None:
+                    stack.pop()
+                    items.close()
+                    os.close(current)
+                    os.rmdir(own_name, dir_fd=above)
+                    removal.folders += 1
+                    continue
+                if item.is_dir(follow_symlinks=False):
+                    child = os.open(item.name, LIST_FLAGS, dir_fd=current)
+                    stack.append((child, scan_names(child), current, item.name))
+                else:
+                    os.unlink(item.name, dir_fd=current)
+                    removal.files += 1
+            except OSError:
+                removal.stopped_at = below if item is None else (*below, item.name)
+                raise
     finally:
         for current, items, _, _ in stack:
             items.close()
             os.close(current)
 
 
+@dataclass(frozen=True)
+class Nearest:
+    """The nearest folder that exists on the way to a path (`fd`, held), and the names
+    below it still missing on the way (`missing`, the folders a write would make)."""
+
+    fd: int
+    missing: tuple[str, ...]
+
+
 class Places:
     """Checked real paths, reached by descriptor from the descriptor of their root.
 
     The roots are opened once, at start, so a root renamed or swapped later is not followed
-    either.
+    either. Every folder handed out is held with its route (parent_checks.py), so an act can
+    check first that the folder is still the one reached at the check, where it was.
     """
 
     def __init__(self, sandbox: Sandbox) -> None:
@@ -247,14 +284,35 @@ class Places:
             )
 
     @contextmanager
-    def folder(self, real: Path, create: bool = False) -> Iterator[int]:
-        """An O_PATH descriptor of the folder `real` (made, with its parents, if `create`)."""
-        root, names = self.names_below_root(real)
-        fd = walk_down(self.root_fds[root], names, self.shown(real), create)
+    def held(
+        self,
+        root: Path,
+        names: tuple[str, ...],
+        shown: str,
+        create: bool = False,
+        made: Made | None = None,
+        below: int | None = None,
+    ) -> Iterator[int]:
+        """The folder `names` below `root` (below the held folder `below` when given: then
+        `names` are those below it), held with its route while the block runs."""
+        start = None if below is None else route_of(below)
+        ids: list[FolderId] = [] if start is None else list(start.ids)
+        above = () if start is None else start.names
+        start_fd = self.root_fds[root] if below is None else below
+        fd = walk_down(start_fd, names, shown, create, made, ids, above)
+        hold(fd, self.route(root, above + names, ids))
         try:
             yield fd
         finally:
+            let_go(fd)
             os.close(fd)
+
+    @contextmanager
+    def folder(self, real: Path, create: bool = False) -> Iterator[int]:
+        """An O_PATH descriptor of the folder `real` (made, with its parents, if `create`)."""
+        root, names = self.names_below_root(real)
+        with self.held(root, names, self.shown(real), create) as fd:
+            yield fd
 
     @contextmanager
     def parent(self, real: Path, create: bool = False) -> Iterator[tuple[int, str]]:
@@ -262,47 +320,69 @@ class Places:
         root, names = self.names_below_root(real)
         if not names:
             raise SandboxError(f"{quoted(str(real))} is an allowed root, not an entry in one")
-        fd = walk_down(self.root_fds[root], names[:-1], self.shown(real.parent), create)
-        try:
+        with self.held(root, names[:-1], self.shown(real.parent), create) as fd:
             yield fd, names[-1]
-        finally:
-            os.close(fd)
 
     @contextmanager
     def parent_if_there(self, real: Path) -> Iterator[tuple[int | None, str]]:
         """`parent`, with None for the descriptor when a folder on the way does not exist."""
-        root, names = self.names_below_root(real)
-        if not names:
-            raise SandboxError(f"{quoted(str(real))} is an allowed root, not an entry in one")
-        try:
-            fd = walk_down(self.root_fds[root], names[:-1], self.shown(real.parent))
-        except FileNotFoundError:
-            fd = None
-        try:
-            yield fd, names[-1]
-        finally:
-            if fd is not None:
-                os.close(fd)
+        with self.nearest(real) as (nearest, name):
+            yield (None if nearest.missing else nearest.fd), name
 
     @contextmanager
-    def parent_made(self, real: Path, made: Made | None = None) -> Iterator[tuple[int, str]]:
-        """`parent` with the missing folders made, and removed again (if still empty) when
-        the block fails: a refused act leaves no folder behind (`made` notes them)."""
+    def nearest(self, real: Path) -> Iterator[tuple[Nearest, str]]:
+        """The nearest existing folder on the way to the entry `real`, held (see Nearest),
+        and the entry's name."""
         root, names = self.names_below_root(real)
         if not names:
             raise SandboxError(f"{quoted(str(real))} is an allowed root, not an entry in one")
+        with self.nearest_folder(root, names[:-1]) as nearest:
+            yield nearest, names[-1]
+
+    @contextmanager
+    def nearest_folder(self, root: Path, names: tuple[str, ...]) -> Iterator[Nearest]:
+        """The deepest folder of `names` below `root` that exists, held."""
+        current = os.dup(self.root_fds[root])
+        ids: list[FolderId] = []
+        reached = 0
+        try:
+            for name in names:
+                try:
+                    following = open_step(current, name, self.shown(root.joinpath(*names)), False)
+                except FileNotFoundError:
+                    break
+                os.close(current)
+                current = following
+                ids.append(identity(os.fstat(current)))
+                reached += 1
+        except BaseException:
+            os.close(current)
+            raise
+        hold(current, self.route(root, names[:reached], ids))
+        try:
+            yield Nearest(current, names[reached:])
+        finally:
+            let_go(current)
+            os.close(current)
+
+    @contextmanager
+    def made_below(self, real: Path, nearest: Nearest, made: Made | None = None) -> Iterator[int]:
+        """The folder `real`, made below the held folder `nearest` (the missing folders,
+        noted in `made` and removed again, if still empty, when the block fails)."""
+        route = route_of(nearest.fd)
         made = Made() if made is None else made
         try:
-            fd = walk_down(self.root_fds[root], names[:-1], self.shown(real.parent), True, made)
-            try:
-                yield fd, names[-1]
-            finally:
-                os.close(fd)
+            shown = self.shown(real)
+            with self.held(route.root, nearest.missing, shown, True, made, nearest.fd) as fd:
+                yield fd
         except BaseException:
             made.undo()
             raise
         finally:
             made.close()
+
+    def route(self, root: Path, names: tuple[str, ...], ids: list[FolderId]) -> Route:
+        return Route(root, self.root_fds[root], names, tuple(ids), self.shown, self.check_root)
 
     def shown(self, real: Path) -> str:
         """`real` as errors name it: relative to the first root, raw (errors escape it)."""

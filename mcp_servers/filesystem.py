@@ -46,13 +46,18 @@ from mcp_servers import kernel_sandbox, preload, race_hook
 from mcp_servers.broken_containment import break_containment_if_asked
 from mcp_servers.cancels import Cancels
 from mcp_servers.errors import one_line
-from mcp_servers.journal import JournalError, journal_base, open_journals
+from mcp_servers.journal import JournalError, Recovery, journal_base, open_journals
 from mcp_servers.protected import Protected
 from mcp_servers.reading import ReadTools
 from mcp_servers.sandbox import RootError, Sandbox, SandboxError, resolve_roots
 from mcp_servers.searching import SearchTools
 from mcp_servers.stdio_transport import stdio_streams
-from mcp_servers.tool_names import PLAN_TOOL_NAME, READ_TOOL_NAMES, WRITE_TOOL_NAMES
+from mcp_servers.tool_names import (
+    PLAN_TOOL_NAME,
+    READ_TOOL_NAMES,
+    RECOVERY_CAPABILITY,
+    WRITE_TOOL_NAMES,
+)
 from mcp_servers.tool_runner import DEFAULT_CALL_TIMEOUT, ToolRunner
 from mcp_servers.writing import WriteTools
 
@@ -101,7 +106,7 @@ class SandboxedServer(FastMCP):
         # package's metadata, a file the kernel sandbox closes once the server is restricted.
         self._mcp_server.version = self._mcp_server.create_initialization_options().server_version
         self.kernel_sandbox = kernel_sandbox.Hold(holds=False, reason="not restricted yet")
-        self.recovered: list[str] = []  # lines of the start's recovery (journal.py)
+        self.recovered = Recovery()  # what the start's recovery did (journal.py)
 
     async def call_tool(self, name: str, arguments: dict[str, Any]) -> Any:
         try:
@@ -117,8 +122,8 @@ class SandboxedServer(FastMCP):
     async def run_stdio_async(self) -> None:
         """FastMCP's stdio run, on a transport that answers undecodable lines."""
         said: dict[str, dict[str, Any]] = {kernel_sandbox.CAPABILITY: self.kernel_sandbox.report()}
-        if self.recovered:  # what a stopped server's acts left under another name, to show
-            said[RECOVERY_CAPABILITY] = {"kept": self.recovered}
+        if self.recovered.kept or self.recovered.put_back:  # a stopped server's acts put right
+            said[RECOVERY_CAPABILITY] = recovery_report(self.recovered)
         options = self._mcp_server.create_initialization_options(experimental_capabilities=said)
         async with stdio_streams(cancels=self.cancels) as (read_stream, write_stream):
             await self._mcp_server.run(read_stream, write_stream, options)
@@ -127,7 +132,18 @@ class SandboxedServer(FastMCP):
         race_hook.pause_at_session_end()
 
 
-RECOVERY_CAPABILITY = "fsagent/recovery"
+REPORTED_UP_TO = 100  # lines and paths of each list the capability holds
+
+
+def recovery_report(found: Recovery) -> dict[str, Any]:
+    """What the start's recovery did, for a client's banner: the lines of entries kept
+    under another name, the paths put back under their own, and how many were left out."""
+    more = max(0, len(found.kept) - REPORTED_UP_TO) + max(0, len(found.put_back) - REPORTED_UP_TO)
+    return {
+        "kept": found.kept[:REPORTED_UP_TO],
+        "put_back": found.put_back[:REPORTED_UP_TO],
+        "more": more,
+    }
 
 
 # -- registration and start ---------------------------------------------------------------------
@@ -177,7 +193,7 @@ def build_server(
         # A stopped server's acts are finished or undone before anything is served, and
         # this server's journals opened: before the kernel sandbox, which closes that folder.
         tools.journals, recovery = open_journals(roots, tools.places.root_fds)
-        server.recovered = recovery.kept
+        server.recovered = recovery
     break_containment_if_asked(tools.places)
     runner = ToolRunner(call_timeout, cancels=cancels)
     writes = [] if read_only else sorted(WRITE_TOOL_NAMES | {PLAN_TOOL_NAME})

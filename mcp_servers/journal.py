@@ -240,6 +240,7 @@ class Recovery:
     """What one start's recovery did: the lines a person should see."""
 
     kept: list[str] = field(default_factory=list)  # one line per entry kept under another name
+    put_back: list[str] = field(default_factory=list)  # entries back under their own name
     acts: int = 0  # records found open in dead servers' journals
     roots: dict[str, int] = field(default_factory=dict)  # each root's descriptor, by path
 
@@ -378,11 +379,29 @@ def put_right(line: dict[str, Any], root: Path, root_fd: int, found: Recovery) -
                 remove(folder, line["temp"], at_temp)  # ours, never put in place: unapproved
         elif line["kind"] == "aside":
             if now == line["entry"] and finished(line, folder, found):
-                remove(folder, line["temp"], at_temp)  # the act went through: finish it
+                finish(folder, line, at_temp, root / shown, found)  # the act went through
             else:  # undone: back under its name (or what a check caught there, in sight)
                 put_back(folder, line["temp"], line["name"], root / shown, found)
     finally:
         os.close(folder)
+
+
+def finish(
+    folder: int, line: dict[str, Any], at_temp: os.stat_result, where: Path, found: Recovery
+) -> None:
+    """Finish the act of an entry set aside: remove it (a checked delete, the source of a
+    move whose copy is in place). A folder with an entry inside that cannot be removed (an
+    immutable file) is not left hidden: what is left of it goes back under its name, and a
+    line says so."""
+    try:
+        remove(folder, line["temp"], at_temp)
+    except OSError as error:
+        act = line.get("tool") or "act"
+        found.kept.append(
+            f"recovery: a stopped server's {act} of {where / line['name']} could not be "
+            f"finished ({error.strerror}); what is left of it is put back"
+        )
+        put_back(folder, line["temp"], line["name"], where, found)
 
 
 def finished(line: dict[str, Any], folder: int, found: Recovery) -> bool:
@@ -447,6 +466,8 @@ def put_back(folder: int, temp: str, name: str, where: Path, found: Recovery) ->
         rename_no_replace(folder, temp, folder, name)
     except FileExistsError:
         keep(folder, temp, name, where, found)
+        return
+    found.put_back.append(str(where / name))
 
 
 def keep(folder: int, temp: str, name: str, where: Path, found: Recovery) -> None:
@@ -494,4 +515,9 @@ def open_journals(
             ) from None
     for line in found.kept:
         logger.warning("%s", line)
+    if found.put_back:
+        logger.warning(
+            "recovery: put back under their names what a stopped server had set aside: %s",
+            ", ".join(found.put_back),
+        )
     return journals, found

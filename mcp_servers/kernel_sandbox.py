@@ -22,6 +22,10 @@ What the kernel allows under each root, and nothing anywhere else:
 - Every socket, of any kind, by a seccomp filter installed here too (`no_sockets.py`), with
   Landlock or without: Landlock leaves UDP and named UNIX sockets open.
 
+`landlock(rules, ...)` is the restriction itself, for any set of places and rights (`PathRule`):
+`restrict` gives it the roots; core/servers/confine.py gives it the folders of a person's own
+MCP server (core may import this package; this package imports nothing of the agent).
+
 The highest ABI the kernel offers is used, up to the newest this module knows (KNOWN_ABI);
 what an older one lacks is said in `gaps` (see GAPS). Without Landlock (not Linux, an old
 kernel, Landlock off at boot, a seccomp filter or container that blocks the calls) the server
@@ -39,6 +43,7 @@ from __future__ import annotations
 import ctypes
 import errno
 import os
+import stat
 import sys
 import threading
 from dataclasses import dataclass, field
@@ -79,6 +84,7 @@ NET_BIND_TCP, NET_CONNECT_TCP = 1 << 0, 1 << 1  # ABI 4
 SCOPE_ABSTRACT_UNIX_SOCKET, SCOPE_SIGNAL = 1 << 0, 1 << 1  # ABI 6
 
 READ_RIGHTS = READ_FILE | READ_DIR
+FILE_RIGHTS = EXECUTE | WRITE_FILE | READ_FILE | TRUNCATE | IOCTL_DEV  # what a file rule takes
 WRITE_RIGHTS = (
     READ_RIGHTS
     | WRITE_FILE
@@ -228,50 +234,90 @@ def threads_running() -> int:
 def restrict(roots: tuple[Path, ...], *, read_only: bool) -> Hold:
     """Restrict this process to `roots` with the highest ABI offered, and deny it every
     socket (no_sockets.py); say how it holds."""
+    check_one_thread()
+    sockets = no_sockets.deny()
+    allowed = READ_RIGHTS if read_only else WRITE_RIGHTS
+    used = landlock(tuple(PathRule(root, allowed) for root in roots), close_tcp=True)
+    if not used.abi:
+        return Hold(holds=False, read_only=read_only, reason=used.reason, sockets=sockets)
+    return Hold(
+        holds=True,
+        abi=used.abi,
+        kernel_abi=used.kernel_abi,
+        read_only=read_only,
+        gaps=used.gaps,
+        sockets=sockets,
+    )
+
+
+@dataclass(frozen=True)
+class PathRule:
+    """What may be done beneath `path` (a folder), or to it (a file: only the file rights of
+    `rights` are kept, as the kernel takes no others for a file)."""
+
+    path: Path
+    rights: int
+
+
+@dataclass(frozen=True)
+class Used:
+    """The ABI a restriction used (0: none, and `reason` says why), and its gaps."""
+
+    abi: int
+    kernel_abi: int = 0
+    reason: str = ""
+    gaps: tuple[str, ...] = ()
+
+
+def check_one_thread() -> None:
     running = threads_running()
     if running != 1:
         raise KernelSandboxError(
             f"the kernel sandbox must be applied while the server has one thread, and {running} "
             "run: a thread started before it would be left unrestricted"
         )
-    sockets = no_sockets.deny()
+
+
+def landlock(rules: tuple[PathRule, ...], *, close_tcp: bool) -> Used:
+    """Restrict this process to `rules` with the highest ABI offered: every right the ABI
+    handles is refused but where a rule allows it. `close_tcp` closes TCP bind and connect
+    (ABI 4); abstract UNIX sockets and signals to processes outside the sandbox are scoped
+    (ABI 6). The caller checks there is one thread."""
     offered, reason = kernel_abi()
     cap = abi_cap()
     if cap == 0:
         offered, reason = 0, f"{ABI_ENV}=0 says this kernel has no Landlock"
     if offered == 0:
-        return Hold(holds=False, read_only=read_only, reason=reason, sockets=sockets)
+        return Used(abi=0, reason=reason)
     abi = min(offered, KNOWN_ABI, cap if cap is not None else KNOWN_ABI)
     handled = fs_rights(abi)
     attr = RulesetAttr(
         handled_access_fs=handled,
-        handled_access_net=NET_BIND_TCP | NET_CONNECT_TCP if abi >= 4 else 0,
+        handled_access_net=NET_BIND_TCP | NET_CONNECT_TCP if abi >= 4 and close_tcp else 0,
         scoped=SCOPE_ABSTRACT_UNIX_SOCKET | SCOPE_SIGNAL if abi >= 6 else 0,
     )
-    allowed = (READ_RIGHTS if read_only else WRITE_RIGHTS) & handled
     try:
         ruleset = syscall(
             SYS_CREATE_RULESET, ctypes.byref(attr), ctypes.c_size_t(ctypes.sizeof(attr)), 0
         )
         try:
-            for root in roots:
-                allow_below(ruleset, root, allowed)
+            for rule in rules:
+                allow_below(ruleset, rule.path, rule.rights & handled)
             no_new_privileges()
             syscall(SYS_RESTRICT_SELF, ruleset, 0)
         finally:
             os.close(ruleset)
     except OSError as error:
-        why = f"Landlock refused the rules: {error}"
-        return Hold(holds=False, read_only=read_only, reason=why, sockets=sockets)
+        return Used(abi=0, reason=f"Landlock refused the rules: {error}")
     gaps = tuple(gap for below, gap in GAPS.items() if abi < below)
-    return Hold(
-        holds=True, abi=abi, kernel_abi=offered, read_only=read_only, gaps=gaps, sockets=sockets
-    )
+    return Used(abi=abi, kernel_abi=offered, gaps=gaps)
 
 
-def allow_below(ruleset: int, root: Path, allowed: int) -> None:
-    fd = os.open(root, os.O_PATH | os.O_DIRECTORY | os.O_CLOEXEC)
+def allow_below(ruleset: int, place: Path, allowed: int) -> None:
+    fd = os.open(place, os.O_PATH | os.O_CLOEXEC)
     try:
+        if not stat.S_ISDIR(os.fstat(fd).st_mode):
+            allowed &= FILE_RIGHTS  # a file takes no folder right (EINVAL)
         rule = PathBeneathAttr(allowed_access=allowed, parent_fd=fd)
         syscall(SYS_ADD_RULE, ruleset, RULE_PATH_BENEATH, ctypes.byref(rule), 0)
     finally:

@@ -10,8 +10,15 @@ process and every thread it starts later, whatever the kernel's Landlock ABI:
   an inherited socket cannot be turned into a way out either;
 - `sendto` with an address: refused (a send on stdout, if the client gave us a socket, has
   none);
-- `socketpair(2)`: refused but for AF_UNIX, the anonymous connected pair asyncio's event loop
-  makes for itself (it reaches nothing: no name, no address).
+- `socketpair(2)`: refused but for an AF_UNIX SOCK_STREAM pair, the anonymous connected pair
+  asyncio's event loop (and Node's libuv) makes for itself: it reaches nothing, no name, no
+  address. Not a datagram pair: a `sendmsg` on one with an address (which seccomp cannot read,
+  it sits in a struct) reaches any named datagram socket, connected or not.
+
+`deny(network=True)` is the filter for a server that may use the network
+(core/servers/confine.py): sockets of AF_INET and AF_INET6 only, with their connect, bind
+and the rest; still no UNIX socket (docker.sock, an ssh-agent socket), netlink or packet
+socket, and the same pairs.
 
 The filter is built with libseccomp (the system's libseccomp.so.2, which Debian, Fedora and
 most container images carry), called through ctypes with its own functions, as its Python
@@ -34,7 +41,13 @@ import sys
 LIBRARY = "libseccomp.so.2"
 ALLOW = 0x7FFF0000  # SCMP_ACT_ALLOW
 REFUSE = 0x00050000 | errno.EACCES  # SCMP_ACT_ERRNO(EACCES)
-NOT_EQUAL = 1  # SCMP_CMP_NE
+NOT_EQUAL, EQUAL, GREATER = 1, 4, 6  # SCMP_CMP_NE, SCMP_CMP_EQ, SCMP_CMP_GT
+MASKED_EQUAL = 7  # SCMP_CMP_MASKED_EQ: (argument & datum_a) == datum_b
+# A socket type's low four bits are its kind (SOCK_STREAM is 1); the rest are flags
+# (SOCK_CLOEXEC, SOCK_NONBLOCK). A kind with bit 1, 2 or 3 set, or kind 0, is not a stream.
+NOT_A_STREAM = ((0b0010, 0b0010), (0b0100, 0b0100), (0b1000, 0b1000), (0b1111, 0))
+# With the network: every family but these two is refused a socket.
+NETWORK_FAMILIES = (socket.AF_INET, socket.AF_INET6)
 DENIED = (
     "socket",
     "connect",
@@ -56,8 +69,9 @@ class ArgCompare(ctypes.Structure):
     ]
 
 
-def deny() -> str:
-    """Install the filter in this process: '' when it holds, else why it could not."""
+def deny(*, network: bool = False) -> str:
+    """Install the filter in this process: '' when it holds, else why it could not. With
+    `network`, TCP and UDP over IPv4 and IPv6 stay open (and nothing else)."""
     if not sys.platform.startswith("linux"):
         return f"seccomp is Linux's; this is {sys.platform}"
     try:
@@ -80,16 +94,30 @@ def deny() -> str:
     if not rules:
         return "seccomp_init failed"
     try:
-        for call in DENIED:
-            refuse(lib, rules, call)
-        refuse(lib, rules, "sendto", ArgCompare(4, NOT_EQUAL, 0, 0))  # with an address
+        if network:
+            refuse_families_but(lib, rules, NETWORK_FAMILIES)
+        else:
+            for call in DENIED:
+                refuse(lib, rules, call)
+            refuse(lib, rules, "sendto", ArgCompare(4, NOT_EQUAL, 0, 0))  # with an address
         refuse(lib, rules, "socketpair", ArgCompare(0, NOT_EQUAL, socket.AF_UNIX, 0))
+        for mask, kind in NOT_A_STREAM:
+            refuse(lib, rules, "socketpair", ArgCompare(1, MASKED_EQUAL, mask, kind))
         check(lib.seccomp_load(rules), "seccomp_load")
     except OSError as error:
         return f"the seccomp filter was refused ({error})"
     finally:
         lib.seccomp_release(rules)
     return ""
+
+
+def refuse_families_but(lib: ctypes.CDLL, rules: int, kept: tuple[int, ...]) -> None:
+    """`socket(2)` refused for every address family but `kept`: each one below the highest
+    kept by name, every one above it at once."""
+    for family in range(max(kept)):
+        if family not in kept:
+            refuse(lib, rules, "socket", ArgCompare(0, EQUAL, family, 0))
+    refuse(lib, rules, "socket", ArgCompare(0, GREATER, max(kept), 0))
 
 
 def refuse(lib: ctypes.CDLL, rules: int, call: str, *compare: ArgCompare) -> None:

@@ -4,7 +4,13 @@ sleep and no timing. Three hooks, each set by a variable naming a folder that ho
 `paused <what> <which>` to `paused` and waits for the line `go` on `go`.
 
 FSAGENT_TEST_PAUSE pauses a write tool between its check and its act: right before each act on
-a checked entry (capture.py), `paused <tool> <argument>`.
+a checked entry, and before anything is made for it (a temp file, a folder on the way: capture.py,
+replacing.py, the tools), `paused <tool> <argument>`.
+
+FSAGENT_TEST_CHECKED_PAUSE pauses a write tool in the instant between its last check that the
+folders it acts in are still those checked (parent_checks.py) and the act's one call (a rename,
+a creation), `paused checked <tool> <argument>`: a folder moved there is seen by the check right
+after the act, which undoes it. Its own variable, so the other tests never meet it.
 
 FSAGENT_TEST_RELEASE_PAUSE pauses a tool call's worker thread after its work returned and
 before it hands its slot back to the event loop (tool_runner.py), `paused release <tool>`; and
@@ -56,6 +62,7 @@ RELEASE_PAUSE_ENV = "FSAGENT_TEST_RELEASE_PAUSE"
 STEP_PAUSE_ENV = "FSAGENT_TEST_STEP_PAUSE"
 START_PAUSE_ENV = "FSAGENT_TEST_START_PAUSE"
 ANSWER_PAUSE_ENV = "FSAGENT_TEST_ANSWER_PAUSE"
+CHECKED_PAUSE_ENV = "FSAGENT_TEST_CHECKED_PAUSE"
 GO = b"go\n"
 NOT_HELD: AbstractContextManager[None] = nullcontext()
 
@@ -108,7 +115,14 @@ class Hook:
             raise RuntimeError(f"test pause: expected 'go', read {answer!r}")
 
 
-HOOK_VARIABLES = (PAUSE_ENV, RELEASE_PAUSE_ENV, STEP_PAUSE_ENV, START_PAUSE_ENV, ANSWER_PAUSE_ENV)
+HOOK_VARIABLES = (
+    PAUSE_ENV,
+    RELEASE_PAUSE_ENV,
+    STEP_PAUSE_ENV,
+    START_PAUSE_ENV,
+    ANSWER_PAUSE_ENV,
+    CHECKED_PAUSE_ENV,
+)
 # The hooks whose variable names a folder, by variable: empty in normal use.
 _hooks: dict[str, Hook] = {}
 
@@ -125,6 +139,13 @@ def pause(tool: str, argument: str) -> None:
     """Wait here for the test, when the hook is set (never in normal use)."""
     if (hook := _hooks.get(PAUSE_ENV)) is not None:
         hook.pause(tool, argument)
+
+
+def checked(tool: str, argument: str) -> None:
+    """Wait here for the test, when the checked hook is set (never in normal use): right after
+    the last check of the folders an act runs in, before its call."""
+    if (hook := _hooks.get(CHECKED_PAUSE_ENV)) is not None:
+        hook.pause("checked", f"{tool} {argument}")
 
 
 def step(what: str, which: str) -> None:

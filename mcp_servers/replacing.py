@@ -7,6 +7,7 @@ from __future__ import annotations
 import os
 import stat
 from collections.abc import Callable
+from contextlib import suppress
 from pathlib import Path
 from typing import TypeVar
 
@@ -14,9 +15,11 @@ from mcp_servers.capture import Held, New, put_in_place
 from mcp_servers.dirfd import Made, remove_quietly, temp_name
 from mcp_servers.fileio import write_all
 from mcp_servers.journal import Journal, JournalledMade, Place, clear, record
+from mcp_servers.parent_checks import verify
 from mcp_servers.permissions import take_over
 from mcp_servers.plans import PlanTools
 from mcp_servers.protected import Protected
+from mcp_servers.race_hook import pause
 from mcp_servers.sandbox import Sandbox
 from mcp_servers.xattrs import attributes_of, give_attributes
 
@@ -60,11 +63,19 @@ def replace_entry(
     fill: Callable[[int], T],
     finish: Callable[[int], None],
     placing: Callable[[New], None] | None = None,
+    paused: bool = False,
 ) -> T:
     """Write a temp file in the held entry's folder with `fill`, give it its owner and mode
     with `finish`, then put it under the name in place of exactly the entry checked (or where
     nothing was): a link is replaced by a file, never followed, and nothing changes if the
-    call stops, or the entry under the name is another one, before the rename."""
+    call stops, or the entry under the name is another one, before the rename.
+
+    The call's pause (race_hook; `paused`: taken already) and the check that the folder is
+    still the one checked, where it was (parent_checks.py), come before the temp file is
+    made: a refusal there leaves no temp file anywhere."""
+    if not paused:
+        pause(held.tool, held.argument)
+    verify(held.folder)
     fd, temp = create_temp(held.folder, held.place, held.name)
     try:
         result = fill(fd)
@@ -73,10 +84,14 @@ def replace_entry(
         new = New(held.folder, temp, held.where, os.fstat(fd), held.place)
         if placing is not None:  # a move across filesystems journals where its copy goes
             placing(new)
-        put_in_place(held, new)
+        put_in_place(held, new, paused=True)
     except BaseException:
-        remove_quietly(held.folder, temp)
-        clear(temp)
+        # Where the kernel refuses the removal (the folder was moved out of the roots while
+        # the file was written), the call's own error is the one said, and the temp file's
+        # record stays open: the next start's recovery names it.
+        with suppress(OSError):
+            remove_quietly(held.folder, temp)
+            clear(temp)
         raise
     finally:
         os.close(fd)
@@ -111,10 +126,12 @@ def writer_of(*parts: bytes) -> Callable[[int], None]:
 def finisher(old: os.stat_result, folder: int, name: str) -> Callable[[int], None]:
     """Gives a replacement file the owner, group, mode and extended attributes (ACLs among
     them, set last: an ACL's mask is the group bits) of the file `name` in `folder`, which
-    it replaces (or, for a move, is moved from)."""
+    it replaces (or, for a move, is moved from). The attributes are read now, at the check:
+    the act's pause comes later, and what is under the name then is no longer looked at."""
+    attributes = attributes_of(folder, name)
 
     def finish(fd: int) -> None:
         take_over(fd, old)
-        give_attributes(fd, attributes_of(folder, name), name)
+        give_attributes(fd, attributes, name)
 
     return finish

@@ -1,5 +1,6 @@
 """The server's tool names, in a module with no imports, so a client can know which tools
-write without loading the server; and the name under which it reports its kernel sandbox."""
+write without loading the server; and the names under which it reports its kernel sandbox and
+what its start's recovery put right."""
 
 READ_TOOL_NAMES: frozenset[str] = frozenset(
     {
@@ -26,3 +27,8 @@ WRITE_TOOL_NAMES: frozenset[str] = frozenset(
 # The experimental capability of `initialize` in which the server says whether the kernel
 # holds it to its roots (mcp_servers/kernel_sandbox.py, Hold.report).
 KERNEL_SANDBOX_CAPABILITY = "fsagent/kernel-sandbox"
+
+# The experimental capability of `initialize` in which the server says what the recovery at its
+# start put right (mcp_servers/journal.py): `{"kept": [lines], "put_back": [paths], "more": N}`,
+# present only when it did anything a person should know.
+RECOVERY_CAPABILITY = "fsagent/recovery"

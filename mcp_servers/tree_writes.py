@@ -15,8 +15,10 @@ from __future__ import annotations
 import errno
 import os
 import stat
+import time
 from collections.abc import Callable, Iterator
-from contextlib import ExitStack, contextmanager, suppress
+from contextlib import ExitStack, contextmanager
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -27,6 +29,8 @@ from mcp_servers.budget import unbounded
 from mcp_servers.capture import Held, New, confirm, now_at, put_back, put_in_place, set_aside
 from mcp_servers.dirfd import (
     LIST_FLAGS,
+    Nearest,
+    Removal,
     count_tree,
     entry_stat,
     remove_quietly,
@@ -37,14 +41,19 @@ from mcp_servers.errors import describe
 from mcp_servers.fileio import copy_sparse, kind_of, not_regular, open_checked, open_regular
 from mcp_servers.journal import clear, commit, moved, record
 from mcp_servers.links import links_leaving
-from mcp_servers.names import quoted_given, show
+from mcp_servers.names import quoted, quoted_given, show
+from mcp_servers.parent_checks import verify
 from mcp_servers.permissions import check_writable
 from mcp_servers.plans import MISSING, Wanted, entry_state, folder_state
+from mcp_servers.platform_calls import rename_no_replace
+from mcp_servers.race_hook import pause
 from mcp_servers.replacing import NEW_FILE_FLAGS, WriteBase, finisher, replace_entry
 from mcp_servers.sandbox import Resolved, is_within
+from mcp_servers.stopped import delete_stopped_line, remains
 from mcp_servers.tool_base import show_given
 from mcp_servers.walking import Unreadable
 
+PARTIAL = ".fsagent-partial-"  # NAME.fsagent-partial-<time>: a copy that could not be removed
 SKIPPED_LISTED_BYTES = 64 * 1024  # of names a folder copy lists as skipped, per list
 PERMISSION_BITS = 0o777  # a copy keeps these of the source's mode, never setuid or setgid
 
@@ -105,7 +114,8 @@ class TreeTools(WriteBase):
             if want is not None and not stat.S_ISDIR(found.st_mode):
                 found = self.checked_state(src_folder, src_name, src, want)
             held = self.held("move", "source", src_folder, src_name, src, found, want)
-            with self.places.parent_if_there(dst.real) as (dst_folder, dst_name):
+            with self.places.nearest(dst.real) as (dst_nearest, dst_name):
+                dst_folder = None if dst_nearest.missing else dst_nearest.fd
                 replaced = self.replaced_entry(
                     dst, dst_folder, dst_name, overwrite, wanted.get("destination"), found
                 )
@@ -114,7 +124,7 @@ class TreeTools(WriteBase):
                     if want is not None and stat.S_ISDIR(found.st_mode):
                         self.check_folder_state(src_folder, aside, src, want)
                     moving = New(src_folder, aside, held.where, found, held.place)
-                    self.move_to(moving, dst, dst_folder, dst_name, replaced, wanted, source)
+                    self.move_to(moving, dst, dst_nearest, dst_name, replaced, wanted, source)
                 except BaseException as error:
                     raise_with_note(error, put_back(held, src_folder, aside, held.where))
         return to_json(
@@ -212,11 +222,13 @@ class TreeTools(WriteBase):
         recursive: bool,
         want: Wanted,
     ) -> dict[str, int]:
-        """All or nothing: the folder is set aside under a temp name first (hidden from every
-        listing, removed at the next start if the server is killed meanwhile), then emptied,
-        to its end even past the budget: once set aside and checked, it is deleted. The entry
-        set aside is the one checked; with a preview's `expect`, its fingerprint is compared
-        there, where nothing reaches it by its name any more (a stop meanwhile puts it back).
+        """The folder is set aside under a temp name first (journalled: a server killed
+        meanwhile has it finished or put back at the next start), then emptied, to its end
+        even past the budget: once set aside and checked, it is deleted. The entry set aside
+        is the one checked; with a preview's `expect`, its fingerprint is compared there,
+        where nothing reaches it by its name any more (a stop meanwhile puts it back). An
+        entry inside that cannot be removed stops it: what is left goes back under its name,
+        and the answer says what was deleted and what remains.
         """
         counts = {"files": 0, "folders": 0, "bytes": 0}
         if want is None or not recursive:  # with `expect`, counted where it is set aside
@@ -236,10 +248,34 @@ class TreeTools(WriteBase):
         except BaseException as error:
             raise_with_note(error, put_back(held, folder, aside, held.where))
         commit(aside)  # from here on a stopped server's delete is finished at the next start
-        with unbounded():
-            remove_tree(folder, aside)
+        removal = Removal()
+        try:
+            with unbounded():
+                remove_tree(folder, aside, removal)
+        except OSError as error:
+            raise self.delete_stopped(held, aside, target, removal, error) from None
         clear(aside)
         return counts
+
+    def delete_stopped(
+        self, held: Held, aside: str, target: Resolved, removal: Removal, error: OSError
+    ) -> ToolError:
+        """A recursive delete that met an entry it cannot remove: what is left goes back
+        under the folder's name (never stays hidden under the temp one), and the answer
+        says what went and what remains (stopped.py)."""
+        note = put_back(held, held.folder, aside, held.where)
+        shown = quoted(self.raw_relative(target.real))
+
+        def below(parts: tuple[str, ...]) -> str:
+            return quoted(self.raw_relative(target.real.joinpath(*parts)))
+
+        why = f"{error.strerror or error}: {below(removal.stopped_at or ())}"
+        if note:  # its name was taken meanwhile: the note says where what is left is kept
+            return ToolError(
+                f"delete {shown} stopped: {removal.files:,} files deleted{note}: {why}"
+            )
+        left = remains(held.folder, held.name, removal.stopped_at)
+        return ToolError(delete_stopped_line(shown, removal.files, left, why, below))
 
     def counts_of(self, folder: int, name: str) -> dict[str, int]:
         listed = os.open(name, LIST_FLAGS, dir_fd=folder)
@@ -294,21 +330,26 @@ class TreeTools(WriteBase):
 
     @contextmanager
     def destination_folder(
-        self, dst: Resolved, folder: int | None, name: str
+        self, tool: str, dst: Resolved, nearest: Nearest, name: str
     ) -> Iterator[tuple[int, str]]:
         """The destination's folder: the one checked, or, where it was missing, made now
-        (and removed again if the act does not happen)."""
-        if folder is not None:
-            yield folder, name
+        below the nearest folder checked (and removed again if the act does not happen).
+        The destination's pause comes first, then the check that the folder checked is
+        still that folder, where it was (parent_checks.py): nothing is made before."""
+        pause(tool, "destination")
+        verify(nearest.fd)
+        if not nearest.missing:
+            yield nearest.fd, name
             return
-        with self.places.parent_made(dst.real, self.made_for(dst.real)) as made:
-            yield made
+        made = self.made_for(dst.real)
+        with self.places.made_below(dst.real.parent, nearest, made) as folder:
+            yield folder, name
 
     def move_to(
         self,
         moving: New,
         dst: Resolved,
-        dst_folder: int | None,
+        dst_nearest: Nearest,
         dst_name: str,
         replaced: os.stat_result | None,
         wanted: dict[str, dict[str, Any]],
@@ -316,13 +357,13 @@ class TreeTools(WriteBase):
     ) -> None:
         """Put the source set aside under the destination's name (in exchange for the entry
         checked there), or copy it there from another filesystem and remove it."""
-        with self.destination_folder(dst, dst_folder, dst_name) as (folder, name):
+        with self.destination_folder("move", dst, dst_nearest, dst_name) as (folder, name):
             target = self.held(
                 "move", "destination", folder, name, dst, replaced, wanted.get("destination")
             )
             if os.fstat(folder).st_dev == os.fstat(moving.folder).st_dev:
                 try:
-                    put_in_place(target, moving)
+                    put_in_place(target, moving, paused=True)
                     return
                 except OSError as error:  # a bind mount: the same device, not one mount
                     if error.errno != errno.EXDEV:
@@ -339,7 +380,8 @@ class TreeTools(WriteBase):
                 os.symlink(text, made, dir_fd=target.folder)
                 found = entry_stat(target.folder, made)
                 moved(moving.name, target.place, target.name, found)
-                put_in_place(target, New(target.folder, made, target.where, found, target.place))
+                placed = New(target.folder, made, target.where, found, target.place)
+                put_in_place(target, placed, paused=True)
             except BaseException:
                 remove_quietly(target.folder, made)
                 clear(made)
@@ -352,7 +394,15 @@ class TreeTools(WriteBase):
                     lambda fd: copy_sparse(reader, fd),
                     finisher(found, moving.folder, moving.name),
                     lambda new: moved(moving.name, target.place, target.name, new.found),
+                    paused=True,
                 )
+            except OSError as error:  # its temp file is removed; `move` puts the source back
+                raise ToolError(
+                    f"move {quoted_given(source)} to {quoted(target.shown)} stopped on its "
+                    f"copy to the other filesystem: {error.strerror or describe(error)}; the "
+                    f"partial copy was removed and {quoted_given(source)} is where it was: "
+                    "nothing was moved"
+                ) from None
             finally:
                 os.close(reader)
         else:
@@ -373,19 +423,21 @@ class TreeTools(WriteBase):
             reader, found = open_regular(src_folder, src_name, self.raw_relative(src.real))
             stack.callback(os.close, reader)
             source = self.held("copy", "source", src_folder, src_name, src, found, want)
-            there, name = stack.enter_context(self.places.parent_if_there(dst.real))
+            nearest, name = stack.enter_context(self.places.nearest(dst.real))
+            there = None if nearest.missing else nearest.fd
             replaced = self.replaced_entry(
                 dst, there, name, overwrite, wanted.get("destination"), found
-            )
-            folder, name = stack.enter_context(self.destination_folder(dst, there, name))
-            target = self.held(
-                "copy", "destination", folder, name, dst, replaced, wanted.get("destination")
             )
             # A new file gets the source's bits less the umask; a replaced one keeps its
             # own mode, owner and extended attributes, as write_file does.
             finish = self.new_copy_finisher(found)
-            if replaced is not None and stat.S_ISREG(replaced.st_mode):
-                finish = finisher(replaced, folder, name)
+            if there is not None and replaced is not None and stat.S_ISREG(replaced.st_mode):
+                finish = finisher(replaced, there, name)
+            confirm(source)  # each argument's pause before anything is made (then again)
+            folder, name = stack.enter_context(self.destination_folder("copy", dst, nearest, name))
+            target = self.held(
+                "copy", "destination", folder, name, dst, replaced, wanted.get("destination")
+            )
 
             def fill(fd: int) -> tuple[int, str | None]:
                 # The bytes copied are the bytes compared: hashed as they are copied, from
@@ -393,10 +445,10 @@ class TreeTools(WriteBase):
                 size, digest = copy_sparse(reader, fd, hashed=want is not None)
                 state = {"exists": True, "type": "file", "size": size, "sha256": digest}
                 self.check_state(want, src, state)
-                confirm(source)
+                confirm(source, paused=True)
                 return size, digest
 
-            size, digest = replace_entry(target, fill, finish)
+            size, digest = replace_entry(target, fill, finish, paused=True)
         return {"files": 1, "bytes": size, "sha256": digest, "replaced": replaced is not None}
 
     def new_copy_finisher(self, source: os.stat_result) -> Callable[[int], None]:
@@ -424,34 +476,82 @@ class TreeTools(WriteBase):
             if want is not None:
                 self.check_state(want, src, folder_state(listed))
             source = self.held("copy", "source", src_folder, src_name, src, found, want)
-            there, name = stack.enter_context(self.places.parent_if_there(dst.real))
+            nearest, name = stack.enter_context(self.places.nearest(dst.real))
+            there = None if nearest.missing else nearest.fd
             replaced = self.replaced_entry(
                 dst, there, name, overwrite, wanted.get("destination"), found
             )
-            folder, name = stack.enter_context(self.destination_folder(dst, there, name))
+            confirm(source)  # each argument's pause before anything is made (then again)
+            folder, name = stack.enter_context(self.destination_folder("copy", dst, nearest, name))
             target = self.held(
                 "copy", "destination", folder, name, dst, replaced, wanted.get("destination")
             )
             building = temp_name()
             record(target.place, "temp", building, name, type=stat.S_IFDIR)
+            progress = Copied()
             try:
                 os.mkdir(building, 0o700, dir_fd=folder)
                 unreadable = Unreadable()
                 top = os.open(building, LIST_FLAGS, dir_fd=folder)
-                summary = self.copy_into(src, listed, top, unreadable)
+                summary = self.copy_into(src, listed, top, unreadable, progress)
+                progress.at, progress.files = "", summary["files"]  # a later stop: the folder
                 if unreadable.count:
                     raise self.incomplete_copy(src, unreadable)
                 if want is not None:  # and nothing below changed while it was copied
                     self.check_state(want, src, folder_state(listed))
-                confirm(source)
+                confirm(source, paused=True)
                 built = entry_stat(folder, building)
-                put_in_place(target, New(folder, building, target.where, built, target.place))
+                placed = New(folder, building, target.where, built, target.place)
+                put_in_place(target, placed, paused=True)
                 return {**summary, "replaced": False}
-            except BaseException:
-                with suppress(OSError), unbounded():
-                    remove_tree(folder, building)
+            except BaseException as error:
+                note = self.remove_partial(folder, building, name, dst)
+                if not isinstance(error, Exception):
+                    raise
+                raise self.copy_stopped(error, src, dst, progress, note) from None
+
+    def remove_partial(self, folder: int, building: str, name: str, dst: Resolved) -> str:
+        """Remove a folder copy that did not complete; '' once it is gone. One that cannot
+        be removed whole is never left hidden under its temp name: it is kept under a
+        visible name that says what it is, and the note says where."""
+        try:
+            with unbounded():
+                remove_tree(folder, building)
+        except FileNotFoundError:
+            pass
+        except OSError as error:
+            for kept in partial_names(name):
+                try:
+                    rename_no_replace(folder, building, folder, kept)
+                except FileExistsError:
+                    continue
+                except OSError:
+                    break  # left under its temp name: the journal has it for the next start
                 clear(building)
-                raise
+                shown = quoted(self.raw_relative(dst.real.parent / kept))
+                return (
+                    f"; the partial copy could not be removed ({error.strerror}) and is kept "
+                    f"as {shown}"
+                )
+            return f"; the partial copy could not be removed ({error.strerror})"
+        clear(building)
+        return ""
+
+    def copy_stopped(
+        self, error: Exception, src: Resolved, dst: Resolved, progress: Copied, note: str
+    ) -> Exception:
+        """A folder copy that failed on its way: which entry stopped it and why, how far it
+        got, and that nothing was copied (or, `note`, what is left of it and where)."""
+        if not isinstance(error, OSError):
+            return ToolError(f"{describe(error)}{note}") if note else error
+        shown, to = quoted(self.raw_relative(src.real)), quoted(self.raw_relative(dst.real))
+        at = quoted(self.raw_relative(src.real / progress.at)) if progress.at else shown
+        outcome = note.removeprefix("; ") if note else "the partial copy was removed"
+        return ToolError(
+            f"copy {shown} to {to} stopped at {at}: {error.strerror or error}; "
+            f"{progress.files:,} files had been copied, and {outcome}: nothing was copied "
+            f"to {to}"
+        )
 
     def incomplete_copy(self, src: Resolved, unreadable: Unreadable) -> ToolError:
         first = self.relative(Path(unreadable.first)) if unreadable.first else "?"
@@ -461,7 +561,7 @@ class TreeTools(WriteBase):
         )
 
     def copy_into(
-        self, src: Resolved, listed: int, top: int, unreadable: Unreadable
+        self, src: Resolved, listed: int, top: int, unreadable: Unreadable, progress: Copied
     ) -> dict[str, Any]:
         files = folders = size = 0
         skipped_links = CappedLines(SKIPPED_LISTED_BYTES)
@@ -474,6 +574,7 @@ class TreeTools(WriteBase):
                 while len(opened) > depth + 1:
                     close_folder(*opened.pop())
                 below = opened[-1][0]
+                progress.at, progress.files = entry.relative, files
                 if entry.kind == "dir":
                     mode = entry_stat(entry.folder_fd, entry.name).st_mode & ~umask
                     os.mkdir(entry.name, 0o700, dir_fd=below)
@@ -539,6 +640,23 @@ class TreeTools(WriteBase):
                 f"cannot replace file {quoted_given(given)} with a folder; delete it first"
             )
         return dst
+
+
+@dataclass
+class Copied:
+    """How far a folder copy got: the files copied, and the entry (below the source) it
+    was at, so a copy that stops says where."""
+
+    files: int = 0
+    at: str = ""
+
+
+def partial_names(name: str) -> Iterator[str]:
+    """Visible names for a partial copy of `name` that could not be removed."""
+    stamp = time.strftime("%Y%m%dT%H%M%S")
+    yield f"{name}{PARTIAL}{stamp}"
+    for number in range(2, 1000):
+        yield f"{name}{PARTIAL}{stamp}-{number}"
 
 
 def raise_with_note(error: BaseException, note: str) -> None:

@@ -23,7 +23,7 @@ from mcp_servers.answers import MARKER_ROOM, READ_CAP, capped_json_lines, to_jso
 from mcp_servers.budget import check_budget
 from mcp_servers.capture import changed_error, confirm, now_at
 from mcp_servers.diffing import DiffTooLarge, unified_diff
-from mcp_servers.dirfd import LIST_FLAGS
+from mcp_servers.dirfd import LIST_FLAGS, Nearest
 from mcp_servers.fileio import (
     EDIT_LIMIT,
     READ_FLAGS,
@@ -36,6 +36,7 @@ from mcp_servers.fileio import (
     sha256_of_fd,
 )
 from mcp_servers.names import quoted_given
+from mcp_servers.parent_checks import ParentChanged, verify
 from mcp_servers.permissions import check_writable
 from mcp_servers.plans import (
     MISSING,
@@ -46,7 +47,7 @@ from mcp_servers.plans import (
     file_state,
     folder_state,
 )
-from mcp_servers.race_hook import pause
+from mcp_servers.race_hook import checked, pause
 from mcp_servers.replacing import NEW_FILE_FLAGS, finisher, replace_entry, writer_of
 from mcp_servers.request_limits import MAX_EDITS
 from mcp_servers.sandbox import Resolved
@@ -92,11 +93,12 @@ class WriteTools(TreeTools):
             raise ToolError(f"invalid_argument: content is larger than {MAX_WRITE_BYTES:,} bytes")
         target = self.target("write_file", "path", path, want)
         shown = self.raw_relative(target.real)
-        with self.places.parent_if_there(target.real) as (folder, name):
+        with self.places.nearest(target.real) as (nearest, name):
+            folder = None if nearest.missing else nearest.fd
             found = None if folder is None else now_at(folder, name)
             if folder is None or found is None:
                 self.check_state(want, target, MISSING)
-                return self.create(target, new_part, dry_run, want)
+                return self.create(target, nearest, name, new_part, dry_run, want)
             fd, found = self.open_to_replace(folder, name, found, target, want)
             try:
                 check_writable(found, shown)
@@ -178,7 +180,8 @@ class WriteTools(TreeTools):
         if target.real in self.sandbox.roots:
             self.check_state(want, target, ROOT_STATE)
             return to_json({"path": relative, "created": False})
-        with self.places.parent_if_there(target.real) as (folder, name):
+        with self.places.nearest(target.real) as (nearest, name):
+            folder = None if nearest.missing else nearest.fd
             if folder is None:
                 state, found = MISSING, None
             elif want is not None:
@@ -193,9 +196,14 @@ class WriteTools(TreeTools):
                         f"{quoted_given(path)} exists and is a {kind_of(found.st_mode)}"
                     )
                 return to_json({"path": relative, "created": False})
-        pause("make_dir", "path")
-        with self.places.folder(target.real, create=True):
-            pass
+            # Made in the folder checked (held since), never by its path again: a folder on
+            # the way moved or replaced meanwhile refuses the call (parent_checks.py).
+            pause("make_dir", "path")
+            verify(nearest.fd)
+            checked("make_dir", "path")
+            whole = Nearest(nearest.fd, (*nearest.missing, name))
+            with self.places.made_below(target.real, whole):
+                verify(nearest.fd, during=True)  # else the folders made are removed again
         return to_json({"path": relative, "created": True})
 
     def touch(self, path: str, expect: Expect = None) -> str:
@@ -208,19 +216,28 @@ class WriteTools(TreeTools):
             with self.listed_folder(target) as root:
                 os.utime(root)
             return to_json({"path": relative, "created": False, "size": 0})
-        with self.places.parent_if_there(target.real) as (folder, name):
+        with self.places.nearest(target.real) as (nearest, name):
+            folder = None if nearest.missing else nearest.fd
             found = None if folder is None else now_at(folder, name)
             if folder is not None and found is not None:
                 size = self.touch_entry(folder, name, found, target, want)
                 return to_json({"path": relative, "created": False, "size": size})
             self.check_state(want, target, MISSING)
-        with self.places.parent_made(target.real, self.made_for(target.real)) as (folder, name):
-            held = self.held("touch", "path", folder, name, target, None, want)
             pause("touch", "path")
-            try:
-                os.close(os.open(name, NEW_FILE_FLAGS, self.new_file_mode, dir_fd=folder))
-            except FileExistsError:
-                raise held.refused(now_at(folder, name)) from None
+            verify(nearest.fd)
+            checked("touch", "path")
+            made = self.made_for(target.real)
+            with self.places.made_below(target.real.parent, nearest, made) as folder:
+                held = self.held("touch", "path", folder, name, target, None, want)
+                try:
+                    os.close(os.open(name, NEW_FILE_FLAGS, self.new_file_mode, dir_fd=folder))
+                except FileExistsError:
+                    raise held.refused(now_at(folder, name)) from None
+                try:
+                    verify(folder, during=True)
+                except ParentChanged:
+                    os.unlink(name, dir_fd=folder)  # the folders made go too, as it fails
+                    raise
         return to_json({"path": relative, "created": True, "size": 0})
 
     # -- helpers for the tools above ------------------------------------------------------
@@ -273,15 +290,28 @@ class WriteTools(TreeTools):
             return folder_state(fd)
         return entry_state(folder, name, shown)[0]
 
-    def create(self, target: Resolved, content: bytes, dry_run: bool, want: Wanted) -> str:
-        """A new file (and its missing folders) with `content`, where nothing is yet."""
+    def create(
+        self,
+        target: Resolved,
+        nearest: Nearest,
+        name: str,
+        content: bytes,
+        dry_run: bool,
+        want: Wanted,
+    ) -> str:
+        """A new file `name` (and its missing folders) with `content`, where nothing is yet,
+        below `nearest`, the folder checked: its missing folders are made only once it is
+        known to be still the one checked, where it was (parent_checks.py)."""
         result = self.result(target, None, content)
         if dry_run:
             return self.dry_run(result, None, content)
-        with self.places.parent_made(target.real, self.made_for(target.real)) as (folder, name):
+        pause("write_file", "path")
+        verify(nearest.fd)
+        made = self.made_for(target.real)
+        with self.places.made_below(target.real.parent, nearest, made) as folder:
             held = self.held("write_file", "path", folder, name, target, None, want)
             mode = self.new_file_mode
-            replace_entry(held, writer_of(content), lambda fd: os.fchmod(fd, mode))
+            replace_entry(held, writer_of(content), lambda fd: os.fchmod(fd, mode), paused=True)
         return to_json(result)
 
     def write_dry_run(self, target: Resolved, fd: int, found: os.stat_result, new: bytes) -> str:

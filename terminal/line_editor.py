@@ -156,7 +156,7 @@ class LineEditor:
             key_bindings=merge_key_bindings([request_bindings(), paste_bindings(self.pastes)]),
             prompt_continuation=lambda width, line, wrapped: "." * (width - 1) + " ",
             # Room below the prompt for the menu of commands: a row each and one more. Not
-            # counted from `commands`, which may be read only when first wanted (agent.py).
+            # counted from `commands`, which may be read only when first wanted (cli/screen.py).
             reserve_space_for_menu=MENU_ROWS,
         )
         self.answers: PromptSession[str] = PromptSession(

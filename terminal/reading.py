@@ -5,7 +5,7 @@ model client is imported.
 
 A SQLite file is read by store.reading, a Postgres URL by store.postgres_reading (psycopg,
 imported only then). Each command returns None where it cannot read a store this way, and
-agent.py reads it through the graph then, as before: a store without our tables (opening it
+cli/threads.py reads it through the graph then, as before: a store without our tables (opening it
 the usual way migrates it), or a thread holding a value this reader does not decode (a
 LangGraph upgrade that changed the format; tests/store/test_reading.py fails then, too).
 """

@@ -19,7 +19,12 @@ from typing import Literal
 
 from core.approval.approval import describe_grant
 from core.approval.policy import Grant
+from core.context.budget import MESSAGE_OVERHEAD, estimate_messages, estimate_text
+from core.context.instructions import Instructions
+from core.context.prompts import SYSTEM_PROMPT
+from core.context.summary import Summary
 from core.session import ThreadSession
+from core.text import counted
 from terminal.console import Terminal
 from terminal.steps import StepPrinter, show_run
 
@@ -36,6 +41,7 @@ class CommandContext:
     session: ThreadSession
     term: Terminal
     printer: StepPrinter
+    instructions: Instructions | None = None  # the project's AGENTS.md, as sent
 
 
 Handler = Callable[[CommandContext, str], Awaitable[Outcome]]
@@ -127,6 +133,57 @@ async def revoke_grant(context: CommandContext, argument: str) -> Outcome:
 async def compact(context: CommandContext, argument: str) -> Outcome:
     await show_run(context.session, context.session.compact(), context.printer, "compacting")
     return None
+
+
+@command(
+    "/context", "what the model's context holds: the fixed part, instructions, summary, history"
+)
+async def show_context(context: CommandContext, argument: str) -> Outcome:
+    for line in await context_lines(context.session, context.instructions):
+        context.term.say(line)
+    return None
+
+
+async def context_lines(session: ThreadSession, instructions: Instructions | None) -> list[str]:
+    """The next request's parts, estimated as the context code estimates them (the fixed
+    part as the server counted it, once it has), and the instructions' text, escaped: it is
+    the person's file, not ours."""
+    keeper = session.context
+    if keeper is None:
+        return ["This session keeps no model context."]
+    snapshot = await session.app.aget_state(session.config)
+    values = snapshot.values or {}
+    messages = list(values.get("messages") or [])
+    summary = Summary.from_state(values.get("summary"))
+    sent = instructions.tokens if instructions is not None else 0
+    prompt = MESSAGE_OVERHEAD + estimate_text(SYSTEM_PROMPT)
+    budget = keeper.budget
+    limit = (
+        f"the context {budget.context_length} tokens, a request at most {budget.prompt_limit} "
+        f"(replies up to {keeper.max_tokens})"
+        if budget is not None
+        else "the context unknown (the server does not say; --context-length N budgets it)"
+    )
+    history = [m for _, m in keeper.visible(messages, summary, result_cap=keeper.result_cap())]
+    lines = [
+        f"Context ({limit}):",
+        f"  fixed part ~{keeper.fixed_tokens} tokens: tools ~{keeper.tool_tokens} "
+        f"({counted(len(keeper.tools), 'tool')}), system prompt ~{prompt}, instructions ~{sent}",
+        f"  summary: ~{estimate_text(summary.text)} tokens, in place of the first "
+        f"{counted(summary.covers, 'message')}"
+        if summary is not None
+        else "  summary: none",
+        f"  history: {counted(len(history), 'message')}, ~{estimate_messages(history)} tokens",
+    ]
+    if instructions is None or not instructions.files:
+        return [
+            *lines,
+            "  instructions: none (no AGENTS.md from the root up to the repository's top)",
+        ]
+    lines.append(f"  {instructions.banner_line()}; as sent:")
+    # The person's file, as sent: the terminal's `say` writes each line through
+    # core.text.visible, so an escape code in it is shown written out, never run.
+    return lines + ["    " + line for line in instructions.block.split("\n")]
 
 
 def grant_lines(grants: list[Grant]) -> list[str]:

@@ -2,7 +2,7 @@
 (terminal.line_editor), a status line while the agent works, and the model's answers
 rendered as Markdown (terminal.live).
 
-Built by agent.py only when both stdin and stdout are terminals and nothing asks for plain
+Built by cli/screen.py only when both stdin and stdout are terminals and nothing asks for plain
 text (`--plain`, TERM=dumb; NO_COLOR only takes the colour away), so prompt_toolkit and rich
 are never imported for `--help`, a pipe or a regression run.
 """

@@ -22,8 +22,8 @@ What a process would have of its own, and a run here gets for its duration:
 - The warning filters; the root logger as a new process has it (no handler, WARNING),
   so a library's warning reaches the run's stderr (logging's last resort), not pytest's
   log capture.
-- Our modules' per-process state (PER_PROCESS, agent.HEAVY_IMPORTED): empty or unset for the
-  run, as in a new process, and as it was after it.
+- Our modules' per-process state (PER_PROCESS, cli.background_imports.HEAVY_IMPORTED): empty
+  or unset for the run, as in a new process, and as it was after it.
 - Threads: one a run leaves running fails the run (it would outlive the command in this
   process, where a real one's exit would have ended it).
 
@@ -124,7 +124,7 @@ def streams(stdin: Any, stdout: Any, stderr: Any) -> Iterator[None]:
 def process_state(
     argv: list[str], env: Mapping[str, str] | None, cwd: Path | None
 ) -> Iterator[None]:
-    import agent
+    from cli import background_imports
 
     environ, folder, args = dict(os.environ), os.getcwd(), sys.argv
     handlers = {number: signal.getsignal(number) for number in SIGNALS}
@@ -135,11 +135,11 @@ def process_state(
     root.handlers[:] = []
     root.setLevel(logging.WARNING)
     threads = set(threading.enumerate())
-    heavy = agent.HEAVY_IMPORTED.is_set()
+    heavy = background_imports.HEAVY_IMPORTED.is_set()
     per_process = {name: dict(state) for name, state in module_state()}
     for _, state in module_state():
         state.clear()
-    agent.HEAVY_IMPORTED.clear()
+    background_imports.HEAVY_IMPORTED.clear()
     if env is not None:
         os.environ.clear()
         os.environ.update(env)
@@ -164,9 +164,9 @@ def process_state(
             state.clear()
             state.update(per_process.get(name, {}))
         if heavy:
-            agent.HEAVY_IMPORTED.set()
+            background_imports.HEAVY_IMPORTED.set()
         else:
-            agent.HEAVY_IMPORTED.clear()
+            background_imports.HEAVY_IMPORTED.clear()
         left = still_running(threads)
     if left:
         raise AssertionError(f"fsagent {' '.join(argv)} left threads running: {left}")

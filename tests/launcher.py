@@ -26,19 +26,21 @@ import contextlib
 import io
 import json
 import os
+import select
 import signal
 import socket
 import subprocess
 import sys
 import tempfile
 import threading
+import time
 from pathlib import Path
 from typing import Any
 
 REPO = Path(__file__).resolve().parent.parent
 AGENT = REPO / "agent.py"
 
-# What every launch imports before it reads a line (agent.open_agent and its callees):
+# What every launch imports before it reads a line (cli.launch.open_agent and its callees):
 # libraries only, so that our own modules' import-time state is each process's own.
 PRELOADED = (
     "langgraph.graph",
@@ -147,6 +149,8 @@ def launch(request: dict[str, Any], fds: list[int]) -> None:
             os.dup2(fd, target)
             os.close(fd)
         os.chdir(request["cwd"])
+        if "umask" in request:  # the test's, not the launcher's (a server's new files)
+            os.umask(request["umask"])
         os.environ.clear()
         os.environ.update(request["env"])
         # The signals as the interpreter sets them at start.
@@ -160,6 +164,9 @@ def launch(request: dict[str, Any], fds: list[int]) -> None:
         import runpy
 
         if request.get("kind") == "server":
+            # Nothing of the launcher's beyond the three: an open descriptor outlives the
+            # server's Landlock, and `python -m` would not have it (close_fds).
+            os.closerange(3, os.sysconf("SC_OPEN_MAX"))
             module, argv = server_argv(request["argv"])
             # As `python -m` sets it: the folder first, then PYTHONPATH's.
             extra = [p for p in request["env"].get("PYTHONPATH", "").split(os.pathsep) if p]
@@ -273,6 +280,113 @@ class Launcher:
             decoded(b"".join(out)),
             decoded(b"".join(err)),
         )
+
+    def spawn(
+        self,
+        argv: list[str],
+        *,
+        env: dict[str, str],
+        cwd: Path,
+        stdin: Any = subprocess.PIPE,
+        stdout: Any = subprocess.PIPE,
+        stderr: Any = None,
+    ) -> Launched:
+        """`python -m mcp_servers.filesystem ...` (argv from `-m`) forked, as subprocess.Popen
+        starts it: each of stdin, stdout and stderr a pipe (subprocess.PIPE), /dev/null
+        (subprocess.DEVNULL), a file or descriptor, or this process's own (None)."""
+        connection = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+        connection.connect(self.started())
+        ends = [child_end(number, given) for number, given in enumerate((stdin, stdout, stderr))]
+        request = {"kind": "server", "argv": argv, "env": env, "cwd": str(cwd), "umask": umask()}
+        try:
+            socket.send_fds(connection, [json.dumps(request).encode()], [fd for fd, _, _ in ends])
+        finally:
+            for fd, _, opened in ends:
+                if opened:  # the child has its copy now; the caller's own stay open
+                    os.close(fd)
+        return Launched(connection, [sys.executable, *argv], *(ours for _, ours, _ in ends))
+
+
+def child_end(number: int, given: Any) -> tuple[int, Any, bool]:
+    """(the descriptor the child gets as `number`, our end of its pipe or None, whether
+    the descriptor was opened here)."""
+    if given == subprocess.PIPE:
+        read, write = os.pipe()
+        if number == 0:
+            return read, open(write, "wb"), True  # noqa: SIM115 (the Launched's to close)
+        return write, open(read, "rb"), True  # noqa: SIM115
+    if given == subprocess.DEVNULL:
+        return os.open(os.devnull, os.O_RDWR), None, True
+    if given is None:
+        return number, None, False
+    return (given if isinstance(given, int) else given.fileno()), None, False
+
+
+def umask() -> int:
+    """This process's umask, read without changing it (os.umask would, for every thread)."""
+    for line in Path("/proc/self/status").read_text().splitlines():
+        if line.startswith("Umask:"):
+            return int(line.split()[1], 8)
+    raise RuntimeError("no Umask line in /proc/self/status")
+
+
+class Launched:
+    """A process the launcher forked, with as much of subprocess.Popen as the tests use. `pid`
+    is the real process's (a signal sent there reaches it: SIGKILL kills it for real); its
+    parent is the launcher's waiter, which says its wait status on `connection`."""
+
+    def __init__(
+        self, connection: socket.socket, args: list[str], stdin: Any, stdout: Any, stderr: Any
+    ) -> None:
+        self.args = args
+        self.stdin, self.stdout, self.stderr = stdin, stdout, stderr
+        self.connection = connection
+        self.buffer = b""
+        self.lock = threading.Lock()
+        self.returncode: int | None = None
+        self.pid = int(self.line(None) or b"-1")
+
+    def line(self, timeout: float | None) -> bytes | None:
+        """The waiter's next line, or None when `timeout` runs out first."""
+        deadline = None if timeout is None else time.monotonic() + timeout
+        while b"\n" not in self.buffer:
+            left = None if deadline is None else max(0.0, deadline - time.monotonic())
+            ready, _, _ = select.select([self.connection], [], [], left)
+            if not ready:
+                return None
+            chunk = self.connection.recv(64)
+            if not chunk:
+                raise RuntimeError(f"the test launcher's waiter left without a word: {self.args}")
+            self.buffer += chunk
+        line, self.buffer = self.buffer.split(b"\n", 1)
+        return line
+
+    def wait(self, timeout: float | None = None) -> int:
+        with self.lock:
+            if self.returncode is None:
+                status = self.line(timeout)
+                if status is None:
+                    raise subprocess.TimeoutExpired(self.args, timeout or 0)
+                self.returncode = os.waitstatus_to_exitcode(int(status))
+                self.connection.close()
+            return self.returncode
+
+    def poll(self) -> int | None:
+        try:
+            return self.wait(0)
+        except subprocess.TimeoutExpired:
+            return None
+
+    def send_signal(self, number: int) -> None:
+        if self.returncode is None:
+            with contextlib.suppress(ProcessLookupError):
+                os.kill(self.pid, number)
+
+    def terminate(self) -> None:
+        self.send_signal(signal.SIGTERM)
+
+    def kill(self) -> None:
+        self.send_signal(signal.SIGKILL)
 
 
 def drain(fd: int, into: list[bytes]) -> None:

@@ -4,6 +4,16 @@
 a background thread, so synchronous tests can share a server (starting one costs ~0.5 s).
 `RawServer` speaks the JSON-RPC lines itself, for what the SDK client will not send: pings
 mid-call, cancellations, bytes that are not JSON.
+
+Both fork the server from the worker's launcher (tests/launcher.py), which has the MCP SDK
+imported: a launch by `python -m` spent 0.48 of its 0.65 s importing it, and the server
+suite launches ~1,000. The fork is still a real process of its own (its pid, its pipes,
+SIGKILL kills it), imports our modules afresh under the test's environment and umask, and
+sets up its own Landlock and seccomp filter: the launcher runs none of our code. `popen` is
+the one place that decides; the real exec is kept where it is the point: a wrapper
+(setpriv, prlimit: other credentials or limits), `exec_=True` (start-up itself, the banner,
+memory peaks, which a fork shares with the launcher), and FSAGENT_TEST_EXEC_SERVERS=1 for a
+whole run (to compare, or to rule the fork out).
 """
 
 from __future__ import annotations
@@ -17,15 +27,20 @@ import sys
 import tempfile
 import threading
 import time
-from collections.abc import Sequence
+from collections.abc import AsyncIterator, Sequence
 from concurrent.futures import Future
+from contextlib import asynccontextmanager
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+import anyio
+from anyio.streams.memory import MemoryObjectReceiveStream, MemoryObjectSendStream
+from launcher import LAUNCHER, Launched
 from mcp import ClientSession, StdioServerParameters
-from mcp.client.stdio import stdio_client
-from mcp.types import CallToolResult, TextContent, Tool
+from mcp.client.stdio import get_default_environment, stdio_client
+from mcp.shared.message import SessionMessage
+from mcp.types import CallToolResult, JSONRPCMessage, TextContent, Tool
 
 REPO = Path(__file__).resolve().parent.parent
 # mcp_servers/platform_calls.py: set, the server runs as if O_PATH and preadv did not exist.
@@ -36,6 +51,37 @@ LANDLOCK_ABI_ENV = "FSAGENT_LANDLOCK_ABI"
 JOURNAL_ENV = "FSAGENT_JOURNAL_DIR"
 PASSED = (PORTABLE_ENV, LANDLOCK_ABI_ENV, JOURNAL_ENV, "XDG_DATA_HOME")
 CALL_TIMEOUT = 60.0
+# Set (to anything but 0), every server of the suite is exec'd as `python -m` (see above).
+EXEC_ENV = "FSAGENT_TEST_EXEC_SERVERS"
+LINE_LIMIT = 16 * 1024 * 1024  # as core/tools/server_process.py reads the server's lines
+EXIT_GRACE_SECONDS = 2.0  # as the SDK's stdio_client waits, after stdin is closed
+
+
+def forked(*, wrapper: Sequence[str] = (), exec_: bool = False) -> bool:
+    """Whether a server is forked from the launcher rather than exec'd (the module's doc)."""
+    return not wrapper and not exec_ and os.environ.get(EXEC_ENV, "") in ("", "0")
+
+
+def popen(
+    roots: Sequence[Path | str],
+    *flags: str,
+    env: dict[str, str] | None = None,
+    exec_: bool = False,
+    stdin: Any = subprocess.PIPE,
+    stdout: Any = subprocess.PIPE,
+    stderr: Any = None,
+) -> subprocess.Popen[bytes] | Launched:
+    """The server on `roots`, started as subprocess.Popen(server_command(...), cwd=REPO,
+    env=os.environ + `env`) starts it: forked from the launcher, or exec'd (see `forked`)."""
+    command = server_command(roots, *flags)
+    environment = {**os.environ, **(env or {})}
+    if forked(exec_=exec_):
+        return LAUNCHER.spawn(
+            command[1:], env=environment, cwd=REPO, stdin=stdin, stdout=stdout, stderr=stderr
+        )
+    return subprocess.Popen(
+        command, cwd=REPO, stdin=stdin, stdout=stdout, stderr=stderr, env=environment
+    )
 
 
 def server_command(roots: Sequence[Path | str], *flags: str) -> list[str]:
@@ -118,10 +164,17 @@ class FilesystemServer:
         *flags: str,
         wrapper: Sequence[str] = (),
         env: dict[str, str] | None = None,
+        exec_: bool = False,
     ) -> None:
         self.parameters = server_parameters(roots, *flags, wrapper=wrapper, env=env)
         self.command = server_command(roots, *flags)
-        self.stderr = tempfile.TemporaryFile("w+")  # noqa: SIM115 (closed in close())
+        self.forked: Launched | None = None
+        if forked(wrapper=wrapper, exec_=exec_):
+            # The environment the SDK's stdio_client gives the process it starts.
+            environment = {**get_default_environment(), **(self.parameters.env or {})}
+            self.forked = LAUNCHER.spawn(
+                self.command[1:], env=environment, cwd=REPO, stderr=self.stderr_file()
+            )
         self.loop = asyncio.new_event_loop()
         self.thread = threading.Thread(target=self.loop.run_forever, daemon=True)
         self.thread.start()
@@ -134,7 +187,12 @@ class FilesystemServer:
         # The SDK's task groups must be entered and left by the same task: this one.
         self.stop = asyncio.Event()
         try:
-            async with stdio_client(self.parameters, errlog=self.stderr) as (read, write):
+            transport = (
+                stdio_client(self.parameters, errlog=self.stderr_file())
+                if self.forked is None
+                else forked_stdio(self.forked)
+            )
+            async with transport as (read, write):
                 async with ClientSession(read, write) as session:
                     await session.initialize()
                     self.opened.set_result(session)
@@ -143,6 +201,12 @@ class FilesystemServer:
             if not self.opened.done():
                 self.opened.set_exception(error)
             raise
+
+    def stderr_file(self) -> Any:
+        """The server's stderr: a temp file, read by no one (the SDK hands it a real file)."""
+        if not hasattr(self, "stderr"):
+            self.stderr = tempfile.TemporaryFile("w+")  # noqa: SIM115 (closed in close())
+        return self.stderr
 
     def run(self, coroutine: Any) -> Any:
         return asyncio.run_coroutine_threadsafe(coroutine, self.loop).result(CALL_TIMEOUT)
@@ -162,6 +226,8 @@ class FilesystemServer:
     @property
     def pid(self) -> int:
         """The server process (the one child of ours started with exactly these args)."""
+        if self.forked is not None:
+            return self.forked.pid
         (pid,) = children_running(*self.command[1:])
         return pid
 
@@ -174,7 +240,7 @@ class FilesystemServer:
             self.loop.call_soon_threadsafe(self.loop.stop)
             self.thread.join(timeout=CALL_TIMEOUT)
             self.loop.close()
-            self.stderr.close()
+            self.stderr_file().close()
 
     def __enter__(self) -> FilesystemServer:
         return self
@@ -193,15 +259,9 @@ class RawServer:
         *flags: str,
         env: dict[str, str] | None = None,
         stderr: Any = subprocess.DEVNULL,
+        exec_: bool = False,
     ) -> None:
-        self.process = subprocess.Popen(
-            server_command(roots, *flags),
-            cwd=REPO,
-            stdin=subprocess.PIPE,
-            stdout=subprocess.PIPE,
-            stderr=stderr,
-            env={**os.environ, **env} if env else None,
-        )
+        self.process = popen(roots, *flags, env=env, exec_=exec_, stderr=stderr)
         self.answers: queue.Queue[dict[str, Any]] = queue.Queue()
         self.reader = threading.Thread(target=self.read_answers, daemon=True)
         self.reader.start()
@@ -288,3 +348,73 @@ def tool_text(answer: dict[str, Any]) -> tuple[str, bool]:
     """(text, is_error) of a raw tools/call answer."""
     result = answer["result"]
     return "\n".join(block["text"] for block in result["content"]), bool(result.get("isError"))
+
+
+@asynccontextmanager
+async def forked_stdio(
+    process: Launched,
+) -> AsyncIterator[
+    tuple[
+        MemoryObjectReceiveStream[SessionMessage | Exception],
+        MemoryObjectSendStream[SessionMessage],
+    ]
+]:
+    """The SDK's stdio_client over a process the launcher forked: its messages one JSON line
+    each way, and at the end the same shutdown (stdin closed, then a grace period, then
+    SIGTERM, then SIGKILL)."""
+    read_writer, read_stream = anyio.create_memory_object_stream[SessionMessage | Exception](0)
+    write_stream, write_reader = anyio.create_memory_object_stream[SessionMessage](0)
+    loop = asyncio.get_running_loop()
+    reader = asyncio.StreamReader(limit=LINE_LIMIT, loop=loop)
+    await loop.connect_read_pipe(lambda: asyncio.StreamReaderProtocol(reader), process.stdout)
+    pipe, protocol = await loop.connect_write_pipe(asyncio.streams.FlowControlMixin, process.stdin)
+    writer = asyncio.StreamWriter(pipe, protocol, None, loop)
+
+    async def read_lines() -> None:
+        try:
+            async with read_writer:
+                while line := await reader.readline():
+                    try:
+                        message = JSONRPCMessage.model_validate_json(line)
+                    except Exception as error:  # as the SDK does: the session sees it
+                        await read_writer.send(error)
+                        continue
+                    await read_writer.send(SessionMessage(message))
+        except anyio.ClosedResourceError:
+            await anyio.lowlevel.checkpoint()
+
+    async def write_lines() -> None:
+        try:
+            async with write_reader:
+                async for sent in write_reader:
+                    text = sent.message.model_dump_json(by_alias=True, exclude_none=True)
+                    writer.write(text.encode() + b"\n")
+                    await writer.drain()
+        except (anyio.ClosedResourceError, ConnectionError):
+            await anyio.lowlevel.checkpoint()
+
+    async with anyio.create_task_group() as group:
+        group.start_soon(read_lines)
+        group.start_soon(write_lines)
+        try:
+            yield read_stream, write_stream
+        finally:
+            writer.close()  # MCP's shutdown: the server's stdin ends
+            await asyncio.to_thread(ended, process)
+            await read_stream.aclose()
+            await write_stream.aclose()
+            await read_writer.aclose()
+            await write_reader.aclose()
+
+
+def ended(process: Launched) -> None:
+    """Wait for a server whose stdin is closed; terminate it, then kill it, if it stays."""
+    for stop in (None, process.terminate, process.kill):
+        if stop is not None:
+            stop()
+        try:
+            process.wait(EXIT_GRACE_SECONDS)
+            return
+        except subprocess.TimeoutExpired:
+            continue
+    process.wait()

@@ -4,12 +4,13 @@ real `fsagent serve` process where a restart or a signal is meant."""
 
 from __future__ import annotations
 
+import asyncio
 import json
 import re
 import subprocess
 import threading
 import time
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Awaitable, Callable
 from contextlib import asynccontextmanager
 from dataclasses import dataclass
 from pathlib import Path
@@ -17,7 +18,8 @@ from typing import Any
 
 import httpx
 
-from agent import Settings, open_service
+from cli.serve import open_service
+from cli.settings import Settings
 from conftest import Workspace, agent_env
 from fake_llm import text
 from web.auth import Access
@@ -28,6 +30,8 @@ JSON = {"Content-Type": "application/json"}
 HOST = "127.0.0.1"
 PORT = 8765
 BASE = f"http://{HOST}:{PORT}"
+# The inbox's listing, as a browser test routes or reads it: with or without `known`.
+LISTING = re.compile(r"/api/admin/approvals(\?[^/]*)?$")
 
 
 @dataclass
@@ -79,6 +83,21 @@ class Served:
         [waiting] = [item for item in listed.json()["approvals"] if item["thread"] == thread]
         ids = {call["id"]: call["preview_id"] for call in waiting["calls"]}
         return await self.decide(thread, {"approved": True, "preview_ids": ids})
+
+
+def held_refreshes(thread: str, release: asyncio.Event) -> Callable[[Any], Awaitable[None]]:
+    """A Playwright route for LISTING that holds the page's refreshes naming `thread`'s entry
+    (`known=THREAD:ETAG`) until `release` is set, as a slow answer would: the page's first
+    load and its look again after a 412 (which names nothing of the thread) pass. Set before
+    the page loads, so that no refresh slips by: one that landed would draw a change itself
+    (issue 43), and a yes would answer the new state instead of being refused."""
+
+    async def hold(route: Any) -> None:
+        if f"known={thread}%3A" in route.request.url:
+            await release.wait()
+        await route.continue_()
+
+    return hold
 
 
 def bound(call: dict[str, Any]) -> dict[str, Any]:

@@ -14,6 +14,7 @@ from pathlib import Path
 import pytest
 
 import agent
+from cli import background_imports
 from cli_runner import invoke
 from conftest import Workspace
 from core.context import models
@@ -57,7 +58,7 @@ def test_what_a_run_changes_of_the_process_is_put_back(
             given=os.environ.get("GIVEN"),
             tty=sys.stdin.isatty(),
             lines=[input("question? "), sys.stdin.read()],
-            heavy=agent.HEAVY_IMPORTED.is_set(),
+            heavy=background_imports.HEAVY_IMPORTED.is_set(),
             found=dict(models._found),
             root_log=(list(logging.getLogger().handlers), logging.getLogger().level),
         )
@@ -68,7 +69,7 @@ def test_what_a_run_changes_of_the_process_is_put_back(
         signal.signal(signal.SIGINT, signal.SIG_IGN)
         logging.getLogger().addHandler(logging.NullHandler())
         os.umask(0o077)
-        agent.HEAVY_IMPORTED.set()
+        background_imports.HEAVY_IMPORTED.set()
         models._found["http://elsewhere/v1"] = "ollama"
         print("out é")
         print("err \udcff", file=sys.stderr)
@@ -105,7 +106,7 @@ def test_what_a_run_changes_of_the_process_is_put_back(
     mask = os.umask(0o022)
     os.umask(mask)
     assert mask == before_mask
-    assert not agent.HEAVY_IMPORTED.is_set()
+    assert not background_imports.HEAVY_IMPORTED.is_set()
     assert models._found == before_found
 
 

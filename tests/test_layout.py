@@ -17,7 +17,7 @@ import pytest
 from conftest import REPO
 
 LINT_IMPORTS = Path(sys.executable).parent / "lint-imports"
-PACKAGES = ("core", "store", "terminal", "web", "mcp_servers")
+PACKAGES = ("cli", "core", "store", "terminal", "web", "mcp_servers")
 TOP_LEVEL = ("agent.py", "agent_graph.py", "display.py")
 FIRST_PARTY = {*PACKAGES, *(name.removesuffix(".py") for name in TOP_LEVEL)}
 

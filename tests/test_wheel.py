@@ -24,9 +24,17 @@ from conftest import REPO, agent_env
 from fake_llm import FakeLLM, reply, text, tool_call
 from serving import READY
 
-# What the wheel is built from: the tracked tree, copied, so the build leaves nothing here.
+# What the wheel is built from: the tracked tree, copied, so the build leaves nothing here
+# (node_modules, the tests' JavaScript, is no part of it: 33 MB with the memory server).
 SKIPPED = shutil.ignore_patterns(
-    ".venv", ".git", "*.egg-info", "build", "__pycache__", ".*_cache", "threads.db*"
+    ".venv",
+    ".git",
+    "*.egg-info",
+    "build",
+    "__pycache__",
+    ".*_cache",
+    "threads.db*",
+    "node_modules",
 )
 
 

@@ -4,7 +4,9 @@ same core the terminal drives (`ThreadSession` and its events).
     POST /api/threads/{name}/messages   {"text"}: a turn, streamed as server-sent events
     GET  /api/threads                    every thread: status, message count, pending calls
     GET  /api/threads/{name}             one thread: its messages and pending calls (previews)
-    GET  /api/admin/approvals            every waiting thread: calls, previews, the request
+    GET  /api/admin/approvals            every waiting thread: calls, previews, the request;
+                                         ?known=NAME:ETAG,... only what changed, and what
+                                         is gone; 304 to If-None-Match (web/listing.py)
     POST /api/admin/approvals/{name}     decide the batch and resume: {"status", "thread_id",
                                          "answer", "run", "results"} (web/outcomes.py), or the
                                          run as events (Accept: text/event-stream)
@@ -20,6 +22,7 @@ queue of our own, so what the terminal decided, or a restart lost, cannot disagr
 
 from __future__ import annotations
 
+import time
 from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
 from contextlib import asynccontextmanager
 from dataclasses import dataclass
@@ -61,7 +64,7 @@ from core.threads.threads import (
     waiting_views,
 )
 from store.base import Store
-from web import payloads
+from web import listing, payloads
 from web.access_log import AccessLog
 from web.auth import Access, Guard, Refused, Tokens, refusal
 from web.bodies import only_keys, read_json
@@ -86,7 +89,7 @@ PREVIEW_PAGE = 2000  # lines of a whole preview per request
 
 @dataclass
 class Service:
-    """What the app serves, opened and closed by the command line (agent.py)."""
+    """What the app serves, opened and closed by the command line (cli/serve.py)."""
 
     store: Store
     graph: Graph
@@ -194,7 +197,15 @@ def create_app(service: Service, access: Access) -> FastAPI:
     # -- admin -----------------------------------------------------------------------------------
 
     @app.get("/api/admin/approvals", dependencies=admin)
-    async def list_approvals() -> Response:
+    async def list_approvals(request: Request, known: str | None = None) -> Response:
+        """Every waiting thread, each with its etag; with `known` (NAME:ETAG,...) only those
+        whose etag differs, and which are gone; 304 for an If-None-Match that names this
+        listing (web/listing.py)."""
+        began = time.perf_counter()
+        try:
+            held = None if known is None else listing.parse_known(known)
+        except listing.BadKnown as error:
+            raise Refused(400, str(error)) from None
         views = await waiting_views(service.store, service.graph)
         found = []
         for view in views:
@@ -202,8 +213,13 @@ def create_app(service: Service, access: Access) -> FastAPI:
                 session = await opened(service, view.name)
             except Refused:
                 continue  # started with other roots: this server cannot act on it
-            found.append(await payloads.waiting(session, view, previews))
-        return JSONResponse({"approvals": found}, headers=NO_STORE)
+            found.append(listing.with_etag(await payloads.waiting(session, view, previews)))
+        answer = listing.changes(found, held)
+        tag = listing.listing_etag(answer["threads"])
+        headers = {**NO_STORE, "ETag": tag, "Server-Timing": server_timing(began, previews)}
+        if listing.matches(request.headers.get("if-none-match"), tag):
+            return Response(status_code=304, headers=headers)
+        return JSONResponse(answer, headers=headers)
 
     @app.post("/api/admin/approvals/{name}", dependencies=admin)
     async def decide(name: str, request: Request) -> Response:
@@ -316,7 +332,8 @@ def create_app(service: Service, access: Access) -> FastAPI:
             CORSMiddleware,
             allow_origins=list(access.cors_origins),
             allow_methods=["GET", "POST"],
-            allow_headers=["Authorization", "Content-Type", "Accept"],
+            allow_headers=["Authorization", "Content-Type", "Accept", "If-None-Match"],
+            expose_headers=["ETag", "Server-Timing"],
         )
     app.add_middleware(Guard, access=access)
     app.add_middleware(AccessLog, verbose=service.verbose)
@@ -332,6 +349,17 @@ async def opened(service: Service, name: str) -> ThreadSession:
         raise Refused(400, str(error)) from None
     except OtherRoots as error:  # a yes binds to the roots the thread was started with
         raise Refused(409, str(error)) from None
+
+
+def server_timing(began: float, previews: PreviewCache) -> str:
+    """The listing's time, and the diffs worked out and reused since the server started
+    (web/preview_cache.py's counts: a refresh that computed nothing leaves `computed` as it
+    was), as the standard Server-Timing header, which a browser's tools show."""
+    spent = (time.perf_counter() - began) * 1000
+    return (
+        f"listing;dur={spent:.1f}, previews-computed;desc={previews.computed}, "
+        f"previews-reused;desc={previews.reused}"
+    )
 
 
 def check_takes_message(view: ThreadView | None) -> None:

@@ -25,9 +25,9 @@ from core.approval.pauses import ApprovalCall as ApprovalCall
 from core.approval.pauses import ApprovalPayload as ApprovalPayload
 from core.approval.pauses import is_resumable_approval as is_resumable_approval
 from core.approval.pauses import read_approval as read_approval
-from core.approval.policy import Grant, Places, Policy
+from core.approval.policy import Grant, Places, Policy, covering_other_grant
 from core.tools.merged_tools import BOTH_FORMS
-from core.tools.tool_groups import WRITE_TOOLS, in_group
+from core.tools.tool_groups import in_group, needs_approval, other_server
 
 # Version 2 added `respond`. A version-1 payload (a thread paused by an older release) still
 # resumes: the resume value has the same shape, and what it may say is judged by tool here.
@@ -69,7 +69,14 @@ class ApprovalRecord(TypedDict, total=False):
     recheck: bool  # made stricter on resume by the rules in force then
 
 
+# Another server's call is approved, rejected or answered as the model made it: its preview
+# is its arguments, which an edit would replace with a call no one previewed.
+OTHER_DECISIONS: tuple[str, ...] = ("approve", "reject", "respond")
+
+
 def allowed_decisions(tool_name: str) -> list[str]:
+    if other_server(tool_name) is not None:
+        return list(OTHER_DECISIONS)
     return list(LIMITED_DECISIONS.get(tool_name, ALL_DECISIONS))
 
 
@@ -143,13 +150,17 @@ def _validator(schema: dict[str, Any]) -> Any:
 
 
 def writes_to_review(
-    message: AIMessage, schemas: dict[str, dict[str, Any]], route: str | None = None
+    message: AIMessage,
+    schemas: dict[str, dict[str, Any]],
+    route: str | None = None,
+    read_only: frozenset[str] = frozenset(),
 ) -> list[ToolCall]:
-    """The write calls a person must decide on: only those that could actually run."""
+    """The calls a person must decide on (our writes, and other servers' tools not proven
+    read-only: `read_only` names those that are): only those that could actually run."""
     return [
         call
         for call in message.tool_calls
-        if call["name"] in WRITE_TOOLS and call_problem(call, schemas, route) is None
+        if needs_approval(call["name"], read_only) and call_problem(call, schemas, route) is None
     ]
 
 
@@ -331,6 +342,27 @@ def decide_without_person(
     return None
 
 
+def decide_other(
+    call: ToolCall, policy: Policy, mode: str, grants: list[Grant], pin: str | None
+) -> ApprovalRecord | None:
+    """Another server's call not proven read-only: what rules (by server and tool), the
+    mode and a grant decide, in the precedence `decide_without_person` keeps; None when the
+    person must. `pin`: the digest of the tool's definition now, which a grant must carry."""
+    verdict = policy.judge_other(call["name"])
+    if verdict.decision == "deny" and verdict.rule is not None:
+        return auto(call, "reject", "rule", f"denied by {verdict.rule.describe()}")
+    if mode == "no":
+        return auto(call, "reject", "mode", NO_WRITES)
+    if verdict.decision == "allow" and verdict.rule is not None:
+        return auto(call, "approve", "rule", f"allowed by {verdict.rule.describe()}")
+    if mode == "yes":
+        return auto(call, "approve", "mode", "fsagent runs with --approve yes")
+    grant = covering_other_grant(call, grants, pin)
+    if grant is not None:
+        return auto(call, "approve", "grant", f"granted: {describe_grant(grant)}")
+    return None
+
+
 NO_WRITES = "fsagent runs with --approve no: no write runs"
 # Why a call the server could not plan never runs unasked.
 UNPLANNED = (
@@ -387,6 +419,8 @@ def recheck(recorded: ApprovalRecord, now: ApprovalRecord | None) -> ApprovalRec
 
 
 def describe_grant(grant: Grant) -> str:
+    if "pin" in grant:  # another server's tool, as pinned when granted
+        return f"{grant['tool']}: every call, while its definition stays as it was"
     return f"{grant['tool']} inside {grant['shown']}"
 
 
@@ -452,12 +486,13 @@ def answer_without_running(
     approvals: dict[str, Any],
     schemas: dict[str, dict[str, Any]],
     route: str | None = None,
+    read_only: frozenset[str] = frozenset(),
 ) -> ToolMessage | None:
     """The ToolMessage for a call that must not run, or None when it should run."""
     problem = call_problem(call, schemas, route)
     if problem:
         return tool_message(call["id"], f"Error: {problem}", error=True)
-    if call["name"] not in WRITE_TOOLS:
+    if not needs_approval(call["name"], read_only):
         return None
     record = approvals.get(call["id"])
     if is_approved(record):
@@ -474,7 +509,7 @@ def answer_without_running(
 def cut_off_answer(call: ToolCall, why: str) -> ToolMessage:
     """The answer for a call whose run ended before it answered (Ctrl-C, a crash, an error)."""
     name = call.get("name") or "a tool"
-    if name in WRITE_TOOLS:
+    if needs_approval(name):
         text = (
             f"Cancelled: {name} did not run; {why}. Nothing was changed. "
             "Do not retry it unless the person asks again."

@@ -5,6 +5,13 @@
     path = "docs/**"           # glob on the path relative to its root
     decision = "allow"         # allow | ask | deny
 
+    [[rule]]                   # another MCP server's tools (docs/other-servers.md)
+    tool = "git.git_commit"    # SERVER.TOOL, a list of them; or server = "git" (every tool)
+    decision = "deny"          # no path: another server's arguments are not our paths
+
+"*" is every write tool of our server, never another server's: a rule written before a
+server was added never lets its tools through.
+
 Rules are judged on the paths the server's plan says it will act on (core.changes.plans),
 never on the text the model wrote: `docs/../secret.md` is `secret.md`, and a symlink counts
 as where the tool would land. Paths are compared raw, as the kernel names them (a name's
@@ -28,12 +35,12 @@ from pathlib import Path
 from typing import Any
 
 from core.errors import StartupError
-from core.tools.tool_groups import WRITE_TOOLS
+from core.tools.tool_groups import WRITE_TOOLS, other_server
 
 POLICY_FILE = "fsagent.toml"
 DECISIONS: tuple[str, ...] = ("allow", "ask", "deny")
 STRENGTH = {"allow": 0, "ask": 1, "deny": 2}
-RULE_KEYS = frozenset({"tool", "path", "decision"})
+RULE_KEYS = frozenset({"tool", "path", "decision", "server"})
 
 Grant = dict[str, str]
 # argument -> (root, path relative to it), raw, as the server's plan reads them
@@ -77,17 +84,32 @@ def glob_regex(pattern: str) -> re.Pattern[str]:
 @dataclass(frozen=True)
 class Rule:
     number: int
-    tools: frozenset[str] | None  # None: every write tool
+    tools: frozenset[str] | None  # None: every write tool of ours
     patterns: tuple[str, ...]
     decision: str
     source: str
+    # Another server's rule: the servers it covers whole (`server = "git"`); its `tools`
+    # are then qualified names (`git.git_commit`) and it has no paths.
+    servers: frozenset[str] = frozenset()
+
+    @property
+    def for_others(self) -> bool:
+        return bool(self.servers) or any("." in tool for tool in self.tools or ())
 
     def applies_to(self, tool: str, relative: str) -> bool:
+        # Another server's rule has no patterns, so it never judges a call of ours.
         if self.tools is not None and tool not in self.tools:
             return False
         return any(glob_regex(pattern).fullmatch(relative) for pattern in self.patterns)
 
+    def applies_to_other(self, server: str, tool: str) -> bool:
+        # A "*" rule (tools None) is ours alone: it names no server's tool.
+        return server in self.servers or f"{server}.{tool}" in (self.tools or ())
+
     def describe(self) -> str:
+        if self.for_others:
+            named = sorted(self.tools or ()) + [f"server {s}" for s in sorted(self.servers)]
+            return f"rule {self.number} of {self.source} ({self.decision} {','.join(named)})"
         tools = "*" if self.tools is None else ",".join(sorted(self.tools))
         paths = ",".join(self.patterns)
         return f"rule {self.number} of {self.source} ({self.decision} {tools} on {paths})"
@@ -124,6 +146,17 @@ class Policy:
         verdicts = [self.judge_path(tool, places.get(name)) for name in path_arguments(tool)]
         return max(verdicts, key=lambda verdict: STRENGTH[verdict.decision])
 
+    def judge_other(self, name: str) -> Verdict:
+        """Another server's call, by its server and tool (`name` as the model calls it)."""
+        split = other_server(name)
+        if split is None:
+            return Verdict("ask", None)
+        matching = [rule for rule in self.rules if rule.applies_to_other(*split)]
+        if not matching:
+            return Verdict("ask", None)
+        rule = max(matching, key=lambda rule: STRENGTH[rule.decision])
+        return Verdict(rule.decision, rule)
+
     def judge_path(self, tool: str, located: tuple[Path, str] | None) -> Verdict:
         if located is None:
             return Verdict("ask", None)  # outside every root: no rule can allow it
@@ -156,6 +189,8 @@ class Policy:
     ) -> Grant | None:
         """The grant that covers this call: same tool, every path inside its folder."""
         for grant in grants:
+            if "pin" in grant:
+                continue  # another server's (other_grant): never covers a call of ours
             if grant.get("tool") == call["name"] and self.inside(
                 call, Path(grant["folder"]), places
             ):
@@ -171,6 +206,21 @@ class Policy:
             if (root / relative).parts[: len(folder.parts)] != folder.parts:
                 return False
         return True
+
+
+def other_grant(call: Mapping[str, Any], pin: str) -> Grant:
+    """The grant `a` gives for another server's call: its tool, as pinned now. A tool whose
+    definition changes has another pin, so the grant no longer covers it."""
+    return {"tool": call["name"], "folder": "", "shown": "every call", "pin": pin}
+
+
+def covering_other_grant(
+    call: Mapping[str, Any], grants: list[Grant], pin: str | None
+) -> Grant | None:
+    for grant in grants:
+        if pin is not None and grant.get("tool") == call["name"] and grant.get("pin") == pin:
+            return grant
+    return None
 
 
 def keepable(text: str) -> bool:
@@ -206,7 +256,8 @@ def load_policy(given: Path | None, roots: list[Path]) -> Policy:
 
 
 def parse_rules(data: dict[str, Any], source: str) -> tuple[Rule, ...]:
-    unknown = sorted(set(data) - {"rule"})
+    # [mcp_servers.NAME]: the project's other servers, read by core.servers.config.
+    unknown = sorted(set(data) - {"rule", "mcp_servers"})
     if unknown:
         raise StartupError(f"{source}: unknown table {unknown[0]!r}; rules are [[rule]] tables")
     raw_rules = data.get("rule", [])
@@ -227,8 +278,36 @@ def parse_rule(raw: Any, number: int, source: str) -> Rule:
     decision = raw.get("decision")
     if decision not in DECISIONS:
         raise fail(f"unknown decision {decision!r} (use allow, ask or deny)")
+    if "server" in raw or any("." in t for t in _names(raw.get("tool", "*"))):
+        return parse_other_rule(raw, number, source, decision, fail)
     tools = parse_tools(raw.get("tool", "*"), fail)
     return Rule(number, tools, parse_paths(raw, fail), decision, os.path.basename(source))
+
+
+def _names(value: Any) -> list[Any]:
+    return [value] if isinstance(value, str) else value if isinstance(value, list) else []
+
+
+def parse_other_rule(
+    raw: dict[str, Any], number: int, source: str, decision: str, fail: Any
+) -> Rule:
+    """A rule on another server's tools: `tool = "git.git_commit"` (or a list), or
+    `server = "git"` (or a list), never a path."""
+    if "path" in raw:
+        raise fail("a rule on another server's tools has no path (its arguments are not ours)")
+    servers = _names(raw.get("server", []))
+    tools = _names(raw.get("tool", [])) if "tool" in raw else []
+    if not all(isinstance(s, str) and s and "." not in s for s in servers):
+        raise fail('server must be a server\'s name or a list of them, as "git"')
+    for tool in tools:
+        server, dot, name = tool.partition(".") if isinstance(tool, str) else ("", "", "")
+        if not (dot and server and name):
+            raise fail(f"tool {tool!r}: another server's tool is SERVER.TOOL, as git.git_commit")
+    if not servers and not tools:
+        raise fail("name the server (server = \"git\") or its tools (tool = \"git.git_commit\")")
+    return Rule(
+        number, frozenset(tools), (), decision, os.path.basename(source), frozenset(servers)
+    )
 
 
 def parse_tools(value: Any, fail: Any) -> frozenset[str] | None:

@@ -27,6 +27,7 @@ from typing import Any, NamedTuple
 
 from core.approval.policy import Places, path_arguments
 from core.changes.server_reads import ReadError, ask
+from core.tools.tool_groups import other_server
 
 Tools = dict[str, Any]
 Plan = list[dict[str, Any]]  # one entry per path argument, as the server's plan gives them
@@ -67,6 +68,9 @@ def read_kept(value: Any) -> CallPlan:
 
 async def plan_call(call: Mapping[str, Any], tools: Tools) -> CallPlan:
     """The server's plan for a write call, or its one-line reason for giving none."""
+    if other_server(str(call.get("name") or "")) is not None:
+        # Our server plans our calls only: another server's arguments are what it does.
+        return CallPlan(error="another server's call: its arguments are what it does")
     if "plan" not in tools:
         return CallPlan(error="the MCP server offers no plan tool")
     try:
@@ -147,31 +151,39 @@ def disguised(plan: Plan) -> str | None:
     return None
 
 
+def flagged(plan: Plan, flag: str) -> dict[str, Any] | None:
+    """The plan's first entry the server marked with `flag` (`protected`, `reserved`)."""
+    for entry in plan:
+        if isinstance(entry, dict) and entry.get(flag) is True:
+            return entry
+    return None
+
+
 def protected(plan: Plan) -> str | None:
     """Why the call is refused when it would change a protected file (the rules file, the
     thread store) or a folder holding one: only the person changes those, by hand."""
-    for entry in plan:
-        if isinstance(entry, dict) and entry.get("protected") is True:
-            return (
-                f"refused: '{entry.get('path')}' is protected (fsagent's rules file or its "
-                "thread store, or a folder holding one), and no approval can change it; "
-                "the person must edit it themselves"
-            )
-    return None
+    entry = flagged(plan, "protected")
+    if entry is None:
+        return None
+    return (
+        f"refused: '{entry.get('path')}' is protected (fsagent's rules file or its "
+        "thread store, or a folder holding one), and no approval can change it; "
+        "the person must edit it themselves"
+    )
 
 
 def reserved(plan: Plan) -> str | None:
     """Why the call is refused when a path goes through a name the server keeps for its own
     temporary and set-aside entries (`.fsagent-...`): a rename there is a delete in disguise,
     and the server refuses it anyway (mcp_servers/reserved.py)."""
-    for entry in plan:
-        if isinstance(entry, dict) and entry.get("reserved") is True:
-            return (
-                f"refused: its {entry.get('argument')} '{entry.get('path')}' goes through a "
-                "name the filesystem server keeps for its own entries (every name starting "
-                "'.fsagent-'); choose another name"
-            )
-    return None
+    entry = flagged(plan, "reserved")
+    if entry is None:
+        return None
+    return (
+        f"refused: its {entry.get('argument')} '{entry.get('path')}' goes through a "
+        "name the filesystem server keeps for its own entries (every name starting "
+        "'.fsagent-'); choose another name"
+    )
 
 
 def expect_of(plan: Plan | None) -> Plan | None:

@@ -14,6 +14,7 @@ from collections.abc import Callable, Mapping
 from typing import Any
 
 from core.changes.intraline import blocks
+from core.changes.other_calls import is_other_call, other_call_lines
 from core.changes.plans import Plan
 from core.changes.server_reads import ReadError, ask, info
 from core.changes.undo_capture import CAPTURES, capture, undo_lines
@@ -38,6 +39,8 @@ async def whole_preview(
     call: Mapping[str, Any], tools: Tools, plan: Plan | None = None, *, whole: bool = True
 ) -> list[str]:
     """Every line of what `call` would do, uncut (a reviewer pages through a big diff)."""
+    if is_other_call(call):
+        return other_call_lines(call, tools, whole=whole)
     make = PREVIEWS.get(call["name"])
     if make is None:
         return []

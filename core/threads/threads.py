@@ -46,7 +46,7 @@ from core.threads.stored_views import WAITING_ANSWER as WAITING_ANSWER
 from core.threads.stored_views import Message, StoredView
 from core.threads.stored_views import stopped_at as stopped_at
 from core.threads.thread_names import escaped
-from core.tools.tool_groups import WRITE_TOOLS
+from core.tools.tool_groups import needs_approval
 from store.base import Store
 
 # One request may take this many model calls before the turn is stopped for the person.
@@ -228,7 +228,9 @@ async def closing_answer(
 ) -> ToolMessage:
     """The truthful answer for a call whose run ended without one: the ledger knows whether
     a write ran, may have run, or never started."""
-    if call.get("name") in WRITE_TOOLS:
+    # Every call that may go through the ledger: ours that write, and every other server's
+    # (its read-only ones have no row, and are answered as cut off).
+    if needs_approval(str(call.get("name") or "")):
         row = await store.ledger_row(thread, message_id, call["id"])
         if row is not None:
             return recorded_answer(row, call)

@@ -25,7 +25,19 @@ async def session_streams(process: asyncio.subprocess.Process) -> AsyncIterator[
     async def server_to_session() -> None:
         assert process.stdout is not None
         async with to_session:
-            while line := await process.stdout.readline():
+            while True:
+                try:
+                    line = await process.stdout.readline()
+                except ValueError:
+                    # One message over LINE_LIMIT (another server's 50 MB answer): the pipe
+                    # cannot be read in step again, so the session ends here (its waiting
+                    # calls fail, each in one line) and the server is stopped; the process
+                    # and every other server go on.
+                    with contextlib.suppress(ProcessLookupError):
+                        process.kill()
+                    break
+                if not line:
+                    break
                 try:
                     message = types.JSONRPCMessage.model_validate_json(line)
                 except ValueError as error:  # the session reports it; the pipe goes on

@@ -8,6 +8,26 @@ from mcp_servers.tool_names import READ_TOOL_NAMES, WRITE_TOOL_NAMES
 # The write tools (each one waits for approval) and the read tools, as our server names them.
 WRITE_TOOLS: frozenset[str] = WRITE_TOOL_NAMES
 ALLOWED_TOOLS: frozenset[str] = READ_TOOL_NAMES
+# Another server's tool is named `SERVER__TOOL` for the model (core.servers.config); no tool of
+# ours holds `__`, so the name alone says whose a tool is.
+SEPARATOR = "__"
+
+
+def other_server(name: str) -> tuple[str, str] | None:
+    """(server, tool) of another server's tool by the name the model calls it; None for ours."""
+    server, sep, tool = name.partition(SEPARATOR)
+    return (server, tool) if sep and server and tool else None
+
+
+def needs_approval(name: str, read_only_others: frozenset[str] = frozenset()) -> bool:
+    """Whether a call waits for approval: our write tools, and every other server's tool
+    not proven read-only (core.servers.gate). Fail closed: a caller that does not know which
+    are proven read-only treats every other server's tool as a write."""
+    if name in WRITE_TOOLS:
+        return True
+    return other_server(name) is not None and name not in read_only_others
+
+
 # The agent's own tool, not the server's: the model asks the person (core.approval.questions). Every
 # group offers it.
 ASK_PERSON = "ask_person"
@@ -33,10 +53,9 @@ def in_group(group: str, tool: str) -> bool:
 # The tools each route offers where the fixed part would be a large share of the context (a
 # 2048 context, where every tool and the system prompt took 60% of it; issue 30): what the
 # route needs, each tool on one route at least (a test holds that). On larger contexts every
-# route offers every tool, which keeps the prompt cache across route switches; here a thread
-# keeps offering the tools of every route it took (core.context.context.ContextKeeper.offered),
-# so only a thread's first turn on a route makes the server read its history again. Like any
-# tool not offered, a call to another still runs if its route allows it.
+# route offers every tool, which keeps the prompt cache across route switches; here a switch
+# costs the server a prompt it processes again, at most the small context. Like any tool not
+# offered, a call to another still runs if its route allows it.
 SMALL_CONTEXT_TOOLS: dict[str, tuple[str, ...]] = {
     "filesystem": ("list_directory", "read_file", "write_file", "move", "delete"),
     "search": ("grep", "list_directory", "read_file"),

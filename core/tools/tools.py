@@ -19,6 +19,7 @@ from mcp.types import InitializeResult
 
 from core.errors import StartupError
 from core.tools.mcp_stdio import session_streams
+from core.tools.recovery import recovery_line
 from mcp_servers.tool_names import KERNEL_SANDBOX_CAPABILITY
 
 PING_SECONDS = 5.0
@@ -90,13 +91,14 @@ def kernel_sandbox_of(initialized: InitializeResult) -> KernelSandbox:
 
 @dataclass
 class ToolServer:
-    """Our MCP server as the agent holds it: its process, its session, its tools, and whether
-    the kernel holds it to the roots."""
+    """Our MCP server as the agent holds it: its process, its session, its tools, whether
+    the kernel holds it to the roots, and what its start's recovery put right."""
 
     process: asyncio.subprocess.Process
     session: ClientSession
     tools: list[BaseTool]
     kernel_sandbox: KernelSandbox
+    recovery: str | None = None  # what its start's recovery put right (core.tools.recovery)
 
     async def problem(self) -> str | None:
         """Why the server cannot answer now (it exited, or does not answer a ping); None when
@@ -121,10 +123,12 @@ async def open_tool_server(
     kernel does not hold is refused (StartupError) before any tool is called."""
     async with session_streams(process) as (read, write):
         async with ClientSession(read, write) as session:
-            sandbox = kernel_sandbox_of(await session.initialize())
+            initialized = await session.initialize()
+            sandbox = kernel_sandbox_of(initialized)
             if require_kernel_sandbox and not sandbox.holds:
                 raise StartupError(sandbox.refusal())
-            yield ToolServer(process, session, await load_mcp_tools(session), sandbox)
+            tools = await load_mcp_tools(session)
+            yield ToolServer(process, session, tools, sandbox, recovery_line(initialized))
 
 
 @asynccontextmanager

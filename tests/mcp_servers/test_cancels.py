@@ -9,7 +9,6 @@ answers and the server died with anyio.BrokenResourceError; 200 calls with two c
 from __future__ import annotations
 
 import json
-import os
 import subprocess
 import sys
 from collections import Counter
@@ -20,7 +19,8 @@ import anyio
 import anyio.lowlevel
 import pytest
 from held_opens import HeldOpens
-from mcp_session import REPO, RawServer, server_command, tool_text
+from launcher import Launched
+from mcp_session import REPO, RawServer, popen, tool_text
 from race_pause import Pauses
 from server_log import Log
 
@@ -195,9 +195,7 @@ def test_a_cancel_read_while_answers_cannot_be_written_answers_once(root: Path) 
     # The client does not read: the first answer (200 KB) fills the pipe, so the later calls'
     # answers wait to be written. The cancel of the last one is read meanwhile: it is answered
     # "cancelled" once, and its own answer, when it comes, is dropped.
-    process = subprocess.Popen(
-        server_command([root]), cwd=REPO, stdin=subprocess.PIPE, stdout=subprocess.PIPE
-    )
+    process = popen([root])
     assert process.stdin is not None and process.stdout is not None
 
     def send(message: dict[str, Any]) -> None:
@@ -232,12 +230,9 @@ def huge(tmp_path: Path) -> Path:
 
 def started_server(
     root: Path, stderr: Any, path: str = "huge.txt", env: dict[str, str] | None = None
-) -> subprocess.Popen[bytes]:
+) -> subprocess.Popen[bytes] | Launched:
     """The server, initialized, with a grep of `path` asked (and not answered yet)."""
-    process = subprocess.Popen(
-        server_command([root]), cwd=REPO, stdin=subprocess.PIPE, stdout=subprocess.PIPE,
-        stderr=stderr, env={**os.environ, **env} if env else None,
-    )  # fmt: skip
+    process = popen([root], env=env, stderr=stderr)
     assert process.stdin is not None and process.stdout is not None
     for message in (
         {"id": 0, "method": "initialize", "params": RawServer.hello()},

@@ -22,6 +22,7 @@ from typing import Any
 import pytest
 from mcp_session import PORTABLE_ENV, FilesystemServer, Result
 from race_pause import paused_server
+from tree_entries import entries
 
 from mcp_servers.dirfd import TEMP_NAME
 
@@ -53,22 +54,9 @@ def plan(server: FilesystemServer, tool: str, **args: Any) -> list[dict[str, Any
 
 
 def snapshot(folder: Path) -> dict[str, Any]:
-    """Every entry below `folder`: a link's text, a file's bytes, a folder's presence; the
-    server's temp entries (`.fsagent-<hex>.tmp`, its file being written at a pause) aside."""
-    seen: dict[str, Any] = {}
-    for current, dirs, files in os.walk(folder):
-        for name in dirs + files:
-            if TEMP_NAME.fullmatch(name):
-                continue
-            path = Path(current, name)
-            relative = str(path.relative_to(folder))
-            if path.is_symlink():
-                seen[relative] = ("link", os.readlink(path))
-            elif path.is_dir():
-                seen[relative] = "folder"
-            else:
-                seen[relative] = path.read_bytes()
-    return seen
+    """Every entry below `folder`; the server's temp entries (`.fsagent-<hex>.tmp`, its file
+    being written at a pause) aside."""
+    return entries(folder, leaving_out=TEMP_NAME)
 
 
 def temp_entries(folder: Path) -> list[Path]:
@@ -274,6 +262,9 @@ def test_a_new_file_where_a_link_appeared_meanwhile_is_not_written(
             server, "write_file", path="new/fresh.txt", content="OVERWRITTEN\n", expect=expect
         )
         pauses.reached("write_file", "path")
+        # The pause comes before the server makes `new` (nothing is made before the check
+        # that the folders on the way are still those checked): another process makes it.
+        (root / "new").mkdir()
         os.symlink("../fsagent.toml", root / "new" / "fresh.txt")
         before = snapshot(root)
         result = pauses.finish(call)

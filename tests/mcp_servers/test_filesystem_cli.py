@@ -82,7 +82,8 @@ def test_roots_expand_home_and_resolve_links(tmp_path: Path) -> None:
 
 
 def test_verbose_logs_go_to_stderr_not_the_protocol(tmp_path: Path) -> None:
-    with FilesystemServer([tmp_path], "--verbose") as server:
+    # Exec'd as `python -m`: its log set up at a real start (tests/mcp_session.py).
+    with FilesystemServer([tmp_path], "--verbose", exec_=True) as server:
         server.call("read_file", path="../outside")
         server.ok("list_allowed_roots")
         server.stderr.seek(0)

@@ -50,7 +50,8 @@ def tree(tmp_path_factory: pytest.TempPathFactory) -> Path:
 
 @pytest.fixture(scope="module")
 def server(tree: Path) -> Iterator[FilesystemServer]:
-    with FilesystemServer([tree], "--call-timeout", "60") as running:
+    # Exec'd: a forked server's peak would count the launcher's pages (tests/mcp_session.py).
+    with FilesystemServer([tree], "--call-timeout", "60", exec_=True) as running:
         yield running
 
 

@@ -28,7 +28,7 @@ from mcp_session import RawServer
 from mcp_servers.kernel_sandbox import ABI_ENV, CAPABILITY
 
 REPO = Path(__file__).resolve().parents[2]
-ATTEMPTS = ("udp", "tcp", "named unix", "abstract unix")
+ATTEMPTS = ("udp", "tcp", "named unix", "abstract unix", "datagram pair")
 HELD = ("new socket", "held tcp", "held udp", "held bind")  # a netlink socket needs no connect
 pytestmark = pytest.mark.skipif(not sys.platform.startswith("linux"), reason="seccomp: Linux")
 
@@ -36,7 +36,7 @@ PROGRAM = """
 import json, os, socket, sys
 from pathlib import Path
 from mcp_servers import kernel_sandbox
-root, udp_port, tcp_port, named, abstract = sys.argv[1:]
+root, udp_port, tcp_port, named, abstract, datagram = sys.argv[1:]
 results = {}
 # Sockets made before the restriction, as a socket the server inherited would be.
 held_tcp = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
@@ -61,6 +61,13 @@ attempt("udp", udp)
 attempt("tcp", lambda: connect(socket.AF_INET, ("127.0.0.1", int(tcp_port))))
 attempt("named unix", lambda: connect(socket.AF_UNIX, named))
 attempt("abstract unix", lambda: connect(socket.AF_UNIX, "\\0" + abstract))
+def datagram_pair():
+    # A connected datagram pair still sends where sendmsg's address says (seccomp cannot
+    # read it): to a named datagram socket outside (a journal's, a notify socket).
+    first, second = socket.socketpair(socket.AF_UNIX, socket.SOCK_DGRAM)
+    with first, second:
+        first.sendmsg([b"out"], [], 0, datagram)
+attempt("datagram pair", datagram_pair)
 attempt("new socket", lambda: socket.socket(socket.AF_NETLINK, socket.SOCK_RAW).close())
 attempt("held tcp", lambda: held_tcp.connect(("127.0.0.1", int(tcp_port))))
 attempt("held udp", lambda: held_udp.sendto(b"out", ("127.0.0.1", int(udp_port))))
@@ -85,12 +92,15 @@ class Listeners:
         self.abstract = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
         self.abstract.bind("\0" + self.abstract_name)
         self.abstract.listen()
+        self.datagram_path = str(outside / "log.sock")
+        self.datagram = socket.socket(socket.AF_UNIX, socket.SOCK_DGRAM)
+        self.datagram.bind(self.datagram_path)
         for listener in self.all:
             listener.setblocking(False)
 
     @property
     def all(self) -> list[socket.socket]:
-        return [self.udp, self.tcp, self.named, self.abstract]
+        return [self.udp, self.tcp, self.named, self.abstract, self.datagram]
 
     def arguments(self) -> list[str]:
         return [
@@ -98,6 +108,7 @@ class Listeners:
             str(self.tcp.getsockname()[1]),
             self.named_path,
             self.abstract_name,
+            self.datagram_path,
         ]
 
     def reached(self) -> dict[str, bool]:
@@ -106,7 +117,7 @@ class Listeners:
         found = {}
         for name, listener in zip(ATTEMPTS, self.all, strict=True):
             try:
-                if listener is self.udp:
+                if listener.type == socket.SOCK_DGRAM:
                     listener.recv(16)
                 else:
                     listener.accept()[0].close()
@@ -158,7 +169,7 @@ def test_a_restricted_process_reaches_nothing_over_any_socket(
         ATTEMPTS + HELD, "Permission denied"
     )
     assert listeners.reached() == dict.fromkeys(ATTEMPTS, False)
-    assert results["pair"] == "ok"  # the event loop's own anonymous pair
+    assert results["pair"] == "ok"  # the event loop's own anonymous (stream) pair
 
 
 def test_unrestricted_the_same_program_reaches_every_listener(

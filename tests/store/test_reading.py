@@ -130,7 +130,7 @@ def light_views(location: str | Path) -> dict[str, StoredView]:
 
 
 def graph_views(db: str | Path) -> dict[str, StoredView]:
-    from agent import reading_graph
+    from cli.reader import reading_graph
     from core.threads.threads import all_views
     from store import open_store
 
@@ -201,7 +201,7 @@ def test_the_threads_are_of_the_kinds_meant(made: Workspace):
 
 
 def test_graph_steps_are_the_graphs_nodes(made: Workspace):
-    from agent import reading_graph
+    from cli.reader import reading_graph
     from store import open_store
 
     async def nodes() -> set[str]:

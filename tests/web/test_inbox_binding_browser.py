@@ -1,9 +1,9 @@
 """Issue 41 in the page, in headless Chromium against a real `fsagent serve`: a 412 says what
-happened. The page keeps a thread it drew while the same call id still waits (a half-made
-decision is never redrawn under the reviewer); when that call was decided elsewhere and the
-model asked again with other arguments under the same id, the page's yes carries the old
-call's preview id: refused as another call's ("nothing changed here"), not as a changed file,
-the new call drawn, and nothing written that the page did not show."""
+happened. When a call the page drew was decided elsewhere and the model asked again with other
+arguments under the same id, a refresh draws it again (issue 43: its entry changed); a yes
+sent before that refresh lands (held here) carries the old call's preview id: refused as
+another call's ("nothing changed here"), not as a changed file, the new call drawn, and
+nothing written that the page did not show."""
 
 from __future__ import annotations
 
@@ -14,7 +14,7 @@ from chromium import BrowserThread
 
 from conftest import Workspace
 from fake_llm import FakeLLM, reply, text, tool_call
-from serving import TOKEN, ServeProcess, approve_over_http, by_request
+from serving import LISTING, TOKEN, ServeProcess, approve_over_http, by_request, held_refreshes
 
 
 def test_a_yes_sent_with_another_calls_preview_is_told_apart_from_a_change(
@@ -38,7 +38,9 @@ def test_a_yes_sent_with_another_calls_preview_is_told_apart_from_a_change(
         assert said.status_code == 200, said.text
         page = await browser.browser.new_page()
         page.set_default_timeout(120_000)  # two shared cores, other tests beside it
+        release = asyncio.Event()
         try:
+            await page.route(LISTING, held_refreshes("t", release))
             await page.goto(f"{url}/")
             await page.fill("#token-input", TOKEN)
             await page.click("#use-token")
@@ -62,6 +64,7 @@ def test_a_yes_sent_with_another_calls_preview_is_told_apart_from_a_change(
             assert "this preview id belongs to another call" in shown  # the server's line
             await call.locator("span.add", has_text="+second").wait_for()
             assert notes.read_text() == "first\n"  # the new call did not run
+            release.set()  # the held refresh lands: the new call is the one drawn already
 
             await call.locator("input[value=approve]").check()
             await thread.locator("button.submit").click()

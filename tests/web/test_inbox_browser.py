@@ -19,7 +19,14 @@ from chromium import BrowserThread
 
 from conftest import Workspace, tool_messages, tree_snapshot
 from fake_llm import FakeLLM, reply, text, tool_call
-from serving import TOKEN, ServeProcess, approve_over_http, by_request
+from serving import (
+    LISTING,
+    TOKEN,
+    ServeProcess,
+    approve_over_http,
+    by_request,
+    held_refreshes,
+)
 
 NO_LLM = "http://127.0.0.1:9/v1"
 DOCS = Path(__file__).resolve().parents[2] / "docs"  # the README shows the page from here
@@ -309,7 +316,9 @@ def test_the_page_binds_its_yes_to_what_it_drew_and_shows_a_changed_long_line(
     """Issue 28 in the page: a 2,000-character config line whose registry changed shows the
     new host with its column; the notes file changes after the page drew its diff, so
     "Approve all" is refused (412), nothing is written, and the page draws the fresh preview
-    with a notice that stays until dismissed; approved again, both files are written."""
+    with a notice that stays until dismissed; approved again, both files are written. The
+    page's refreshes are held until the yes is refused: one that landed first would draw the
+    change itself (issue 43), and the yes would answer the new diff."""
     old_host, new_host = "https://registry.npmjs.org/", "https://npm.evil.example/x/"
 
     def config(registry: str) -> str:
@@ -337,7 +346,9 @@ def test_the_page_binds_its_yes_to_what_it_drew_and_shows_a_changed_long_line(
         assert said.status_code == 200, said.text
         page = await browser.browser.new_page()
         page.set_default_timeout(120_000)  # two shared cores, other tests beside it
+        release = asyncio.Event()
         try:
+            await page.route(LISTING, held_refreshes("t", release))
             await page.goto(f"{url}/")
             await page.fill("#token-input", TOKEN)
             await page.click("#use-token")
@@ -371,6 +382,7 @@ def test_the_page_binds_its_yes_to_what_it_drew_and_shows_a_changed_long_line(
             assert notes.read_text() == "version 2\n" and settings.read_text() == config(old_host)
             assert len(llm.requests_with_tools()) == 1  # nothing resumed
             assert await fresh.locator("input[type=radio]:checked").count() == 0  # asked again
+            release.set()
 
             # The notice stays through a refresh until it is dismissed.
             await page.click("#refresh")
@@ -399,7 +411,7 @@ def test_a_whole_diff_whose_file_changed_while_it_loaded_binds_no_yes_to_it(
     """The whole diff comes a page at a time; the file changes between two pages, so the
     pages show no one state: the page says so and keeps the id of what it first drew, and a
     yes to that is refused (412) rather than bound to the last page's state, which no one
-    read whole."""
+    read whole. (The page's refreshes are held: one would draw the change itself.)"""
     big = workspace.root / "big.txt"
     big.write_text("".join(f"old line {n}\n" for n in range(2500)))
     new = "".join(f"new line {n}\n" for n in range(2500))
@@ -427,6 +439,7 @@ def test_a_whole_diff_whose_file_changed_while_it_loaded_binds_no_yes_to_it(
 
         try:
             await page.route("**/preview", second_page_after_a_change)
+            await page.route(LISTING, held_refreshes("t", asyncio.Event()))  # none lands
             await page.goto(f"{url}/")
             await page.fill("#token-input", TOKEN)
             await page.click("#use-token")
@@ -492,7 +505,7 @@ def test_an_approval_that_comes_during_the_page_s_fetch_is_shown_without_a_reloa
             await page.click("#use-token")
             await page.locator("#inbox-status", has_text="1 thread(s) waiting").wait_for()
             await page.locator("#live-state", has_text="live").wait_for()
-            await page.route("**/api/admin/approvals", hold_one_answer)
+            await page.route(LISTING, hold_one_answer)
             await page.click("#refresh")  # a fetch on its way...
             await fetched.wait()
             await asyncio.to_thread(say, url, "b", "write b")  # ...when b pauses
@@ -544,7 +557,7 @@ def test_the_losing_tab_keeps_its_message_until_dismissed(
                 await page.click("#use-token")
                 await page.locator('article.thread[data-thread="t"]').wait_for()
                 await page.locator("#live-state", has_text="live").wait_for()
-            await loser.route("**/api/admin/approvals", hold_lists)
+            await loser.route(LISTING, hold_lists)
             await winner.locator('article.thread[data-thread="t"] button.approve-all').click()
             await winner.locator("article.thread.decided").wait_for()
             thread = loser.locator('article.thread[data-thread="t"]')

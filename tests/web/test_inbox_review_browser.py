@@ -19,7 +19,7 @@ from race_pause import STOP, Pauses
 
 from conftest import Workspace
 from fake_llm import FakeLLM, reply, text, tool_call
-from serving import TOKEN, ServeProcess, approve_over_http, by_request
+from serving import LISTING, TOKEN, ServeProcess, approve_over_http, by_request
 
 REPO = Path(__file__).resolve().parents[2]
 DOCS = REPO / "docs"
@@ -188,7 +188,7 @@ def test_new_approvals_come_first_and_every_outcome_stays_in_the_decided_list(
                 await release.wait()
                 await route.continue_()
 
-            await loser.route("**/api/admin/approvals", hold_lists)
+            await loser.route(LISTING, hold_lists)
             await winner.locator('article.thread[data-thread="c"] button.approve-all').click()
             won = winner.locator('#decided article.thread[data-thread="c"]')
             await won.locator(".answer", has_text="c done.").wait_for()
@@ -389,7 +389,7 @@ def test_a_list_answer_older_than_a_decision_never_draws_the_decided_batch_again
             await signed_in(page, url)
             thread = page.locator('article.thread[data-thread="t"]')
             await thread.wait_for()
-            await page.route("**/api/admin/approvals", hold_one_answer)
+            await page.route(LISTING, hold_one_answer)
             await page.click("#refresh")
             await fetched.wait()
             await thread.locator("button.approve-all").click()

@@ -390,11 +390,14 @@ function resultsView(results, decisions) {
 const LOOK_AGAIN = new Set([412, 428]);
 
 async function lookAgain(article, thread, said) {
-  const response = await reach("/api/admin/approvals");
+  const { response } = await fetchListing(thread);  // this thread whatever the page holds of it
   const approvals = response.ok ? (await response.json()).approvals : [];
   const fresh = approvals.find((item) => item.thread === thread);
   if (!fresh) return false;
-  article.replaceWith(threadView(fresh, said));
+  const view = threadView(fresh, said);
+  article.replaceWith(view);
+  drawn.set(thread, view);
+  listingTag = null;  // the page is no longer the listing that tag names
   return true;
 }
 
@@ -408,6 +411,11 @@ function dismissButton(target) {
   });
   return button;
 }
+
+// Said when a refresh draws a thread again because what it waits on changed (its etag):
+// whatever was chosen or typed in it was for the state before.
+const CHANGED_ON_PAGE = "⚠ This changed while it was on the page: the preview below is what is " +
+  "there now. Decide again; nothing was run.";
 
 // What the server's 412/428 line says happened (core/changes/binding.py words it).
 function changedHeadline(said) {
@@ -423,9 +431,11 @@ function changedHeadline(said) {
 }
 
 function changedNotice(said) {
-  const notice = el("div", { class: "changed error", role: "alert" },
-    el("p", { text: changedHeadline(said) }),
-    el("p", { class: "status", text: `The server said: ${said}` }));
+  const notice = said === CHANGED_ON_PAGE
+    ? el("div", { class: "changed error", role: "alert" }, el("p", { text: said }))
+    : el("div", { class: "changed error", role: "alert" },
+      el("p", { text: changedHeadline(said) }),
+      el("p", { class: "status", text: `The server said: ${said}` }));
   notice.append(dismissButton(notice));
   return notice;
 }
@@ -573,7 +583,8 @@ function threadView(item, changed = null) {
       form,
       result),
   );
-  article.dataset.key = `${item.thread} ${item.calls.map((call) => call.id).join(",")}`;
+  article.dataset.key = keyOf(item);
+  article.dataset.etag = item.etag || "";  // the entry it was drawn from (web/listing.py)
   article.dataset.since = item.since || "";
   // Looked at once the reviewer works in it (a click, a key, focus): no longer new.
   for (const kind of ["focusin", "pointerdown"]) article.addEventListener(kind, () => markSeen(article));
@@ -618,53 +629,116 @@ function placeInOrder(list, nodes) {
   while (list.children.length > nodes.length) list.lastElementChild.remove();
 }
 
+// A batch: its thread and its calls. A thread waiting on new calls is a new batch.
+function keyOf(item) {
+  return `${item.thread} ${item.calls.map((call) => call.id).join(",")}`;
+}
+
+// What the page drew of the server's listing (issue 43): each waiting thread's article, which
+// holds the etag of the entry it was drawn from, and the listing's ETag. A refresh sends them
+// (`known`, If-None-Match) and the server answers only the threads whose entry changed, which
+// are drawn again; the rest are left as they are, with what the reviewer chose, typed, opened
+// or scrolled in them. A new preview_id is a new entry, so a diff drawn for a state that is
+// gone is always drawn again (docs/reviewing.md).
+const drawn = new Map();  // thread -> its article, or null: listed but not drawn (decided here)
+let listingTag = null;  // the ETag of the listing the page is, or null once it drew otherwise
+const KNOWN_LIMIT = 6000;  // characters: past that, ask for the whole listing (a URL's bounds)
+
+function held(article) {
+  return article && article.isConnected && !article.classList.contains("decided");
+}
+
+// The listing, but only what changed from what the page holds (save `except`'s thread), and
+// the listing's ETag it named (null: none).
+async function fetchListing(except = null) {
+  const known = [...drawn].filter(([thread, article]) => thread !== except && held(article))
+    .map(([thread, article]) => `${encodeURIComponent(thread)}:${article.dataset.etag}`);
+  const tag = except === null && known.length === drawn.size ? listingTag : null;
+  const query = known.join(",");
+  const path = query.length > KNOWN_LIMIT ? "/api/admin/approvals"
+    : `/api/admin/approvals?known=${encodeURIComponent(query)}`;
+  const response = await reach(path, { headers: tag ? { "If-None-Match": tag } : {} });
+  return { response, tag };
+}
+
 async function fetchInbox() {
   const status = $("#inbox-status");
   const list = $("#approvals");
   if (!token()) {
     list.replaceChildren();
+    drawn.clear();
+    listingTag = null;
     status.textContent = "Enter the admin token to see what waits.";
     askForToken();
     return;
   }
   if (!list.childElementCount) status.textContent = "Loading…";
-  const response = await reach("/api/admin/approvals");
+  const { response, tag } = await fetchListing();
+  if (response.status === 304) {
+    // The listing is the one the page named; but if the page drew otherwise meanwhile (a
+    // thread drawn again after a 412), it is no longer that listing: ask again.
+    if (tag !== listingTag) again = true;
+    else showWaiting(drawn.size);  // nothing to draw
+    return;
+  }
   if (!response.ok) {
     if (!response.unreachable) status.textContent = visible(await errorText(response));
     return;
   }
-  const { approvals } = await response.json();
-  const existing = new Map([...list.querySelectorAll("article.thread")].map((a) => [a.dataset.key, a]));
+  const answer = await response.json();
+  const items = new Map(answer.approvals.map((item) => [item.thread, item]));
   // A batch in the Decided list is decided, whatever an answer that left before that says.
   const decided = new Set([...$("#decided").children].map((a) => a.dataset.key));
+  const before = new Map(drawn);
   const wanted = [];
-  for (const item of approvals) {
-    const key = `${item.thread} ${item.calls.map((call) => call.id).join(",")}`;
-    if (decided.has(key)) continue;
-    let article = existing.get(key);  // what is half decided stays as it is
-    if (!article) {
-      article = threadView(item);
+  drawn.clear();
+  for (const { thread, etag } of answer.threads) {
+    const item = items.get(thread);
+    const old = before.get(thread);
+    if (decided.has(item ? keyOf(item) : old?.dataset.key)) {
+      drawn.set(thread, null);
+      continue;
+    }
+    // Not sent: the entry is the one the page named. Held no more meanwhile (drawn again
+    // after a 412, dismissed): ask again, with what the page holds now.
+    if (!item && !(held(old) && old.dataset.etag === etag)) {
+      for (const [name, article] of before) drawn.set(name, article);
+      listingTag = null;
+      again = true;
+      return;
+    }
+    const key = item ? keyOf(item) : old.dataset.key;
+    let article = old;
+    if (item && !(held(old) && old.dataset.etag === item.etag)) {
+      // The same batch drawn before, whose entry changed: drawn again, and said so.
+      const same = held(old) && old.dataset.key === key;
+      article = threadView(item, same ? CHANGED_ON_PAGE : null);
       if (!seenKeys().has(key)) markNew(article);
       // Arrived while this page was open (not what its first load found): say so.
-      if (drawnOnce) notifyArrival(item, article);
+      if (drawnOnce && !same) notifyArrival(item, article);
     }
+    drawn.set(thread, article);
     wanted.push(article);
-    existing.delete(key);
   }
+  listingTag = response.headers.get("ETag");
   drawnOnce = true;
-  // Gone from the server: a refused decision stays, with its message, until dismissed;
-  // what was decided elsewhere goes.
-  const kept = [...existing.values()].filter((article) => article.matches(".kept"));
+  // Gone from the server, or drawn again: a refused decision stays, with its message, until
+  // dismissed (unless its batch is drawn again); what was decided elsewhere goes.
+  const wantedKeys = new Set(wanted.map((a) => a.dataset.key));
+  const kept = [...list.querySelectorAll("article.thread")]
+    .filter((a) => a.matches(".kept") && !wanted.includes(a) && !wantedKeys.has(a.dataset.key));
   // New ones first, the newest on top: an arrival is never drawn below a long diff.
   const fresh = wanted.filter((a) => a.classList.contains("new"))
     .sort((a, b) => (b.dataset.since || "").localeCompare(a.dataset.since || ""));
   const rest = wanted.filter((a) => !a.classList.contains("new"));
   placeInOrder(list, [...fresh, ...rest, ...kept]);
-  status.textContent = approvals.length
-    ? `${approvals.length} thread(s) waiting.`
-    : "Nothing waits for approval.";
+  showWaiting(answer.threads.length);
   showNewCount();
   applyFilter();
+}
+
+function showWaiting(count) {
+  $("#inbox-status").textContent = count ? `${count} thread(s) waiting.` : "Nothing waits for approval.";
 }
 
 // --- what is new ----------------------------------------------------------------------------

@@ -1,0 +1,1 @@
+"""The person's other MCP servers (core/servers)."""
