@@ -7,7 +7,8 @@ A request is, in this order:
   (core.tools.tool_schemas); a chat template puts them before the conversation, so a changed
   list would make the server process the whole prompt again. Two exceptions: where every
   tool would be a large share of the context (a 2048 context), each route offers its own few
-  (core.tools.tool_groups.SMALL_CONTEXT_TOOLS); and a constrained request
+  (core.tools.tool_groups.SMALL_CONTEXT_TOOLS), and keeps offering them once the thread took
+  the route while they leave room (ContextKeeper.offered); and a constrained request
   (core.context.constrained) lists them in the system prompt instead;
 - the system prompt, with the thread's summary when it has one;
 - the history the summary does not cover, as stored: each request from the person with its
@@ -27,8 +28,12 @@ scaled by how far the thread's estimates were off before (core.context.counts); 
 result is counted by the server itself where it can (llama.cpp's /tokenize). Past the budget's
 mark the older turns are replaced, in what is sent, by a summary the model writes; the
 summary is stored in the thread's state and reused by every later request, after a restart
-too, until the next compaction. The stored history is never changed. A request the server
-refuses as too long is compacted and cut by the server's count of it and sent again.
+too, until the next compaction. The summary is asked for by the last request as it was sent
+and a question after it, so the server reads only the question; everything that request
+sends is summarised, so a compaction leaves the fixed part (cached: the summary comes after
+it), the summary and the turn going on (issue 43). The stored history is never changed. A
+request the server refuses as too long is compacted and cut by the server's count of it and
+sent again.
 """
 
 from __future__ import annotations
@@ -213,11 +218,16 @@ class ContextKeeper:
         return self.estimated_fixed + (self.fixed_error or 0)
 
     def small_shapes(self) -> list[Shape]:
-        """The agent requests' shapes on a small context, one a route."""
-        return [
-            Shape("native", tuple(t for t in self.tools if tool_name(t) in wanted))
-            for wanted in SMALL_CONTEXT_TOOLS.values()
-        ]
+        """The agent requests' shapes on a small context: whatever routes a thread took
+        before, each route's (ContextKeeper.offered)."""
+        routes = list(SMALL_CONTEXT_TOOLS)
+        shapes: dict[str, Shape] = {}
+        for mask in range(2 ** len(routes)):
+            taken = {r for i, r in enumerate(routes) if mask >> i & 1}
+            for route in routes:
+                shape = Shape("native", self.offered_after(taken, route))
+                shapes[shape.key] = shape
+        return list(shapes.values())
 
     def shape_fixed(self, shape: Shape) -> int:
         """A request's fixed part (its tools, the system prompt), the server's count of it
@@ -271,8 +281,7 @@ class ContextKeeper:
         protocol = self.calls.protocol(messages)
         tools = tuple(self.tools)
         if protocol == "native" and route is not None and self.small_context:
-            wanted = SMALL_CONTEXT_TOOLS.get(route, ())
-            tools = tuple(t for t in self.tools if tool_name(t) in wanted)
+            tools = self.offered(messages, route)
         if not route_question:
             schema = constrained.step_schema(tools) if protocol == "schema" else None
             return Shape(protocol, tools, None, schema, "auto", self.max_tokens)
@@ -281,6 +290,45 @@ class ContextKeeper:
         # The router needs one word: a small model given the agent's reply limit answered
         # the whole request there, before the agent's request answered it again.
         return Shape(protocol, tools, question, schema, "none", ROUTE_MAX_TOKENS)
+
+    def offered(self, messages: Sequence[AnyMessage], route: str) -> tuple[dict[str, Any], ...]:
+        """The tools a small context's request offers: those of every route the thread has
+        taken (each person's message keeps its route) and of `route`, in the one order.
+
+        Once offered, a tool stays: the tools come before the conversation in a chat
+        template, so a changed list makes the server read the whole history again (1,142
+        and 1,321 tokens on two switches of a 2048 thread, issue 43), while keeping a
+        route's tools costs their schemas once (general with filesystem's: ~350 tokens
+        more), and a thread's list changes at most once a route. Only while they are no
+        more than the largest route's own (by our estimate, which never changes, so neither
+        does the choice): a fixed part that grows leaves the conversation less room, and on
+        a 2048 context filesystem's and search's tools together (~900 real tokens against
+        815 and 549) made every turn compact on a real llama.cpp, where each route's own
+        compacted every third (docs/performance.md, issue 43). So general and search keep
+        each other's tools, and a switch to or from filesystem offers the route's own."""
+        taken = {
+            str(message.additional_kwargs.get(ROUTE_KEY))
+            for message in messages
+            if isinstance(message, HumanMessage)
+        }
+        return self.offered_after(taken, route)
+
+    def offered_after(self, taken: set[str], route: str) -> tuple[dict[str, Any], ...]:
+        """ContextKeeper.offered, once the thread took the routes `taken`."""
+        wanted = {name for r in taken | {route} for name in SMALL_CONTEXT_TOOLS.get(r, ())}
+        kept = tuple(t for t in self.tools if tool_name(t) in wanted)
+        if tool_tokens(kept) <= self.largest_route_tools:
+            return kept
+        own = SMALL_CONTEXT_TOOLS.get(route, ())
+        return tuple(t for t in self.tools if tool_name(t) in own)
+
+    @property
+    def largest_route_tools(self) -> int:
+        """Our estimate of the largest tool set one route offers on a small context."""
+        return max(
+            tool_tokens([t for t in self.tools if tool_name(t) in own])
+            for own in SMALL_CONTEXT_TOOLS.values()
+        )
 
     def system_text(self, summary: Summary | None, shape: Shape | None = None) -> str:
         text = self.system_prompt
@@ -483,7 +531,14 @@ class ContextKeeper:
         while True:
             request = self.request(messages, summary, shape=shape)
             tokens = self.estimate(request, messages, summary, shape)
-            if self.budget is not None and self.budget.needs_compaction(tokens) and not compacted:
+            if (
+                self.budget is not None
+                and self.budget.needs_compaction(tokens)
+                and not compacted
+                # No summary is worth asking for when the fixed part and the person's latest
+                # words alone are over the limit: fitting_request says so at once.
+                and self.may_fit(messages, shape, limit)
+            ):
                 made = await self.compacting(
                     messages, summary, "budget", tokens, shape, on_compacted
                 )
@@ -844,7 +899,12 @@ class ContextKeeper:
         measure = self.measure(self.scale(messages))
         if target is None and limit is not None:
             target = budget.compaction_target(fixed, limit=limit)
-        plan = plan_compaction(shown, budget, fixed_tokens=fixed, target=target, measure=measure)
+        # In steps as large as they come (issue 43): everything the summary request sends is
+        # summarised, so what is kept is the turn still going on, whatever the target.
+        through = replied_through(shown) if why != "overflow" else 0
+        plan = plan_compaction(
+            shown, budget, fixed_tokens=fixed, target=target, measure=measure, through=through
+        )
         if not plan.summarise:
             return None
         if before is None:
@@ -852,7 +912,14 @@ class ContextKeeper:
                 self.request(messages, summary, shape=shape), messages, summary, shape
             )
         text = await self.summarise(
-            visible, plan.summarise, summary, why, shape, limit=limit, scale=self.scale(messages)
+            visible,
+            plan.summarise,
+            summary,
+            why,
+            shape,
+            limit=limit,
+            scale=self.scale(messages),
+            thread=messages,
         )
         upto = max(visible[i][0] for i in plan.summarise) + 1
         held = tuple(str(visible[i][1].id) for i in plan.keep if visible[i][0] < upto)
@@ -897,20 +964,29 @@ class ContextKeeper:
         *,
         limit: int | None = None,
         scale: float = 1.0,
+        thread: Sequence[AnyMessage] = (),
     ) -> str:
         """The model's summary of the summarised messages and the old summary.
 
-        Asked within the conversation when that fits (the server's cache already holds that
-        prefix, so only the question is new); else, and after an overflow, on its own, with
-        the messages as a clipped transcript.
+        Asked within the conversation when that fits: the last request as it was sent (its
+        tools, system prompt and messages, through the last reply, which the server's cache
+        holds too), then the question, so the server reads only the question (issue 43).
+        The summary may then also tell of turns kept after it; it is cut to its room all the
+        same. Else, and after an overflow, on its own, with the messages as a clipped
+        transcript.
         """
         shape = shape or self.default_shape
         reply = self.budget.summary_tokens if self.budget else summary_tokens_for(4096)
         prefix = [message for _, message in visible[: max(summarised) + 1]]
         if why != "overflow":
-            history = self.as_history(prefix, shape)
+            said = replied_through([m for _, m in visible])
+            sent = [m for _, m in visible[: max(max(summarised) + 1, said)]]
+            history = self.as_history(sent, shape)
             request = in_conversation(self.system_text(summary, shape), history)
-            tokens = self.shape_tool_tokens(shape) + estimate_messages(request)
+            # By the server's count of the last request where it has one: our estimate of
+            # the tools alone is far over it on a small context, and sent the summary on its
+            # own, a new prompt the server read whole.
+            tokens = self.estimate(request, thread, summary, shape)
             room = self.budget.context_length - reply if self.budget else None
             if room is None or tokens <= room:
                 try:
@@ -935,6 +1011,16 @@ class ContextKeeper:
 
 
 LEFT_OUT = "(Earlier turns were left out to fit the model's context; no summary of them fits.)"
+
+
+def replied_through(shown: Sequence[BaseMessage]) -> int:
+    """How many of the messages a request sends come before what is new since the model's
+    last reply: through that reply and the results of its calls. The server's cache holds
+    them, so a summary request sends them as they are."""
+    end = max((i + 1 for i, m in enumerate(shown) if isinstance(m, AIMessage)), default=0)
+    while end < len(shown) and isinstance(shown[end], ToolMessage):
+        end += 1
+    return end
 
 
 def shrunk_summary(text: str, room: int) -> str | None:

@@ -286,11 +286,14 @@ def test_compaction_summarises_older_turns_within_the_conversation() -> None:
     [summary_request] = [r for r in requests if request_kind(r) == "summary"]
     assert summary_request["messages"][1]["content"].startswith("read note0.md")
     assert summary_request["max_tokens"] == 300
-    # The request then sent holds the summary and the recent whole turns, under the limit.
+    # It sends every turn the server's cache holds, so its summary stands for them all, and
+    # the request then sent holds the summary and the turn going on, under the limit.
+    said = [m["content"] for m in summary_request["messages"][1:-1]]
+    assert said == [m.content for m in history]
     final = requests[-1]
-    assert final["messages"][0]["content"].endswith(model_summary(1, 4))
+    assert final["messages"][0]["content"].endswith(model_summary(1, 6))
     kept = [m["content"][:13] for m in final["messages"] if m["role"] == "user"]
-    assert kept == ["read note4.md", "read note5.md"]
+    assert kept == ["read note5.md"]
     assert llm.prompt_tokens(final) + 512 <= 4096
 
 

@@ -1,0 +1,98 @@
+"""Compaction and route switches that keep the server's prompt cache (issue 43): the real CLI
+against the stand-in (tests/fake_llm.py) as a llama.cpp with one slot, whose cache counts
+the longest common token prefix with the slot's last prompt and reply, as llama.cpp does.
+
+Each request the stand-in answered is recorded with its cache figures, so the tests read
+what a real server would have processed again."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from test_long_threads import head, rendered
+from test_small_contexts import Chatty, answers, paragraph, turns
+
+from conftest import Workspace
+from core.context.prompts import SYSTEM_PROMPT
+from fake_llm import FakeLLM, render_prompt, text, tokenize
+from local_model import request_kind
+
+
+def fixed_part(request: dict[str, Any]) -> int:
+    """The stand-in's tokens of a request's tools and system prompt (no summary)."""
+    alone = {"tools": request.get("tools"), "messages": [{"role": "system", "content": ""}]}
+    return len(tokenize(rendered(alone).removesuffix("<|end|>\n") + SYSTEM_PROMPT))
+
+
+def test_a_compaction_reads_only_its_question_and_the_requests_after_it_share_the_fixed_part(
+    workspace: Workspace,
+):
+    model = Chatty()
+    with FakeLLM(model, flavour="llamacpp", context=2048, slots=1) as llm:
+        first = workspace.run(llm.base_url, turns(range(16)), timeout=600)
+        requests, stats = llm.requests, llm.cache_stats
+
+    assert first.returncode == 0, first.stdout[-2000:] + first.stderr
+    assert "error:" not in first.stdout
+    assert len(answers(first.stdout)) == 16
+    kinds = [request_kind(r) for r in requests]
+    summaries = [i for i, kind in enumerate(kinds) if kind == "summary"]
+    assert len(summaries) >= 3
+    for i in summaries:
+        before, summary, after = requests[i - 1], requests[i], requests[i + 1]
+        # The summary request is the last request as it was sent, its reply, then the
+        # question: the same tools, the same messages byte for byte.
+        assert kinds[i - 1] == "agent"
+        assert summary["tools"] == before["tools"]
+        sent = len(before["messages"])
+        assert summary["messages"][:sent] == before["messages"]
+        assert summary["messages"][sent]["role"] == "assistant"
+        assert len(summary["messages"]) == sent + 2
+        # So the one-slot cache holds all of it but the question.
+        assert stats[i].cached >= stats[i - 1].prompt_tokens
+        question = len(tokenize(render_prompt({"messages": [summary["messages"][-1]]})))
+        assert stats[i].processed <= question
+        # The compacted request keeps the fixed part first, byte for byte: cached.
+        assert kinds[i + 1] == "router"
+        assert after["tools"] == summary["tools"]
+        assert stats[i + 1].cached >= fixed_part(after)
+        # The agent request after it extends the router's (the summary and the turn too).
+        agent = requests[i + 2]
+        assert rendered(agent).startswith(head(after))
+        new = len(tokenize(render_prompt(agent))) - len(tokenize(head(after)))
+        assert stats[i + 2].processed <= new + 2
+    # Compactions in steps: each leaves the fixed part, the summary and the turn going on,
+    # so at least one plain turn comes between two on this thread's turns.
+    turn_of = [kinds[: i + 1].count("router") for i in summaries]
+    assert all(b - a >= 2 for a, b in zip(turn_of, turn_of[1:], strict=False))
+    # All told, the server processes less than one and a half times the new words and replies.
+    processed = sum(stat.processed for stat in stats)
+    said = [line.removeprefix("agent> ") for line in answers(first.stdout)]
+    new = sum(len(tokenize(p)) for p in turns(range(16)).splitlines()[:-1])
+    new += sum(len(tokenize(a)) for a in said)
+    assert processed <= 1.5 * new
+
+
+def test_a_route_switch_on_a_small_context_keeps_the_history(workspace: Workspace):
+    routes = ("general", "search", "general", "search", "general", "search")
+    said = [text(step) for route in routes for step in (route, paragraph(20, len(route)))]
+    with FakeLLM(said, flavour="llamacpp", context=2048, slots=1) as llm:
+        asks = "".join(paragraph(30, n) + "\n" for n in range(6)) + "quit\n"
+        result = workspace.run(llm.base_url, asks, timeout=600)
+        requests, stats = llm.requests, llm.cache_stats
+
+    assert result.returncode == 0, result.stdout[-2000:] + result.stderr
+    assert len(answers(result.stdout)) == 6
+    kinds = [request_kind(r) for r in requests]
+    assert kinds == ["router", "agent"] * 6  # no compaction on these short turns
+    offered = [[t["function"]["name"] for t in r["tools"]] for r in requests]
+    assert offered[1] == offered[0] == ["list_directory", "read_file", "ask_person"]
+    # The first search turn adds its tools (once); from then on, every switch keeps them,
+    # so each request extends the one before and the server reads only what is new.
+    assert len({tuple(o) for o in offered[3:]}) == 1 and "grep" in offered[3]
+    assert "ask_person" in offered[-1]
+    for n in range(4, len(requests)):
+        before, after = requests[n - 1], requests[n]
+        assert rendered(after).startswith(head(before))
+        new = len(tokenize(render_prompt(after))) - len(tokenize(head(before)))
+        assert stats[n].processed <= new + 2
