@@ -96,3 +96,51 @@ def test_a_route_switch_on_a_small_context_keeps_the_history(workspace: Workspac
         assert rendered(after).startswith(head(before))
         new = len(tokenize(render_prompt(after))) - len(tokenize(head(before)))
         assert stats[n].processed <= new + 2
+
+
+class Babbler(Chatty):
+    """A small model as the real one behaves on prose: every answer and every summary runs to
+    its reply limit, and it takes the filesystem route now and then."""
+
+    def __init__(self, filesystem_every: int = 4) -> None:
+        super().__init__(answer_words=400)
+        self.filesystem_every = filesystem_every
+        self.routed = 0
+
+    def __call__(self, request: dict[str, Any]) -> dict[str, Any]:
+        kind = request_kind(request)
+        if kind == "router":
+            self.routed += 1
+            return text("filesystem" if self.routed % self.filesystem_every == 0 else "general")
+        if kind == "summary":
+            self.summaries += 1
+            return text(f"Summary {self.summaries}: " + paragraph(400, 500 + self.summaries))
+        return super().__call__(request)
+
+
+def test_a_switch_to_other_tools_teaches_no_false_ratio_and_every_turn_after_a_restart_fits(
+    workspace: Workspace,
+):
+    # On a 2048 context a switch to or from the filesystem route offers other tools, which
+    # come before the history: the last reply's count was of a prompt with the other tools.
+    # Read as the count of this prompt's start, the tools' difference was put on the new
+    # words (a ratio of 1.82 on a real llama.cpp), so each later request seemed twice its
+    # size and, once compacted, still over the limit: refused without being sent.
+    model = Babbler()
+    with FakeLLM(model, flavour="llamacpp", context=2048, slots=1) as llm:
+        first = workspace.run(llm.base_url, turns(range(12)), timeout=600)
+        second = workspace.run(llm.base_url, turns(range(12, 20)), timeout=600)
+        requests, stats = llm.requests, llm.cache_stats
+
+    for run in (first, second):
+        assert run.returncode == 0, run.stdout[-2000:] + run.stderr
+        assert "error:" not in run.stdout, run.stdout[-3000:]
+    said = answers(first.stdout) + answers(second.stdout)
+    assert len(said) == 20
+    kinds = [request_kind(r) for r in requests]
+    assert "summary" in kinds
+    offered = {tuple(t["function"]["name"] for t in r["tools"]) for r in requests}
+    assert len(offered) >= 2  # the switches did change the tools
+    # Nothing the server was sent was over its context, by its own count.
+    for request, stat in zip(requests, stats, strict=True):
+        assert stat.prompt_tokens + request["max_tokens"] <= 2048

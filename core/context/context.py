@@ -86,6 +86,9 @@ from core.tools.tool_groups import ROUTES, SMALL_CONTEXT_TOOLS
 from core.tools.tool_schemas import schema_text
 
 ROUTE_KEY = "fsagent_route"  # a person's message's additional_kwargs: the route it was given
+# A reply's additional_kwargs: how its request offered the tools (Shape.key), so its count is
+# trusted only by a request that offers the same (ContextKeeper.parts).
+TOOLS_KEY = "fsagent_tools"
 COMPACTED = "compacted"  # the custom stream event of a compaction
 NOTICE = "fsagent_notice"  # the custom stream event of a line of ours (core.session)
 ANSWER_TEXT = "fsagent_answer"  # the custom stream event of a constrained reply's answer
@@ -460,7 +463,12 @@ class ContextKeeper:
 
         A reply's count holds only while what came before it is sent as it was then: an
         earlier result shortened since (old_results) makes it a count of a longer prompt,
-        so the latest reply with nothing shortened before it is the one trusted."""
+        so the latest reply with nothing shortened before it is the one trusted. So too a
+        reply to a request that offered other tools (a small context's route switch): the
+        tools come first, so its count is of another start; read as this one's, the tools'
+        difference was put on the new words (a ratio of 1.82 on a real llama.cpp, issue 43)
+        and every later request seemed too big to send. A reply from before the tools were
+        recorded is trusted as it was."""
         shape = shape or self.default_shape
         trusted = trusted_replies(messages, summary)
         cap = self.result_cap()
@@ -470,6 +478,8 @@ class ContextKeeper:
             message = request[position]
             usage = getattr(message, "usage_metadata", None)
             if isinstance(message, AIMessage) and message.id in trusted and usage:
+                if message.additional_kwargs.get(TOOLS_KEY, shape.key) != shape.key:
+                    continue  # counted with other tools before the history
                 made = where.get(str(message.id), 0)
                 then = self.old_results(messages[:made], summary, cap)
                 if any(index < made for index in old - then):
@@ -589,6 +599,7 @@ class ContextKeeper:
                     raise ContextTooSmall(self.refusal(words, counted, shape)) from error
         self.learn_fixed(request, response, shape)
         self.calibrate(request, messages, summary, shape, response)
+        response.additional_kwargs[TOOLS_KEY] = shape.key
         reply = separate_reasoning(response)
         if route_question:
             if shape.schema is not None:
