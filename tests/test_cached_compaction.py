@@ -144,3 +144,31 @@ def test_a_switch_to_other_tools_teaches_no_false_ratio_and_every_turn_after_a_r
     # Nothing the server was sent was over its context, by its own count.
     for request, stat in zip(requests, stats, strict=True):
         assert stat.prompt_tokens + request["max_tokens"] <= 2048
+
+
+def test_a_turn_that_fits_only_beside_a_shorter_summary_gets_one_and_is_answered(
+    workspace: Workspace,
+):
+    # Turns of ~570 words on 2048 tokens, on the filesystem route (the largest tools). Our
+    # estimate puts such words at ~1,000 tokens (it errs high on prose), with the fixed part
+    # over the 1,792 a request may hold, so no summary was asked for and the turn refused;
+    # the server's tokenizer counts them at ~830, which fits. They are counted there. Then
+    # the model's summary runs to its reply limit in real tokens, which our estimate puts
+    # over the room kept for it: it is cut until the request fits, rather than the turn
+    # refused while a summary could fit.
+    model = Babbler(filesystem_every=1)
+    with FakeLLM(model, flavour="llamacpp", context=2048, slots=1) as llm:
+        asks = "".join(paragraph(570, 3000 + n) + "\n" for n in range(4)) + "quit\n"
+        result = workspace.run(llm.base_url, asks, timeout=600)
+        requests, stats = llm.requests, llm.cache_stats
+
+    assert result.returncode == 0, result.stdout[-3000:] + result.stderr
+    assert "error:" not in result.stdout, result.stdout[-3000:]
+    assert len(answers(result.stdout)) == 4
+    kinds = [request_kind(r) for r in requests]
+    assert kinds.count("summary") >= 2
+    for request, stat in zip(requests, stats, strict=True):
+        assert stat.prompt_tokens + request["max_tokens"] <= 2048
+    # The summary the request carries is cut, and says so.
+    after = [requests[i + 1] for i, kind in enumerate(kinds) if kind == "summary"]
+    assert all(r["messages"][0]["content"].endswith("[…]") for r in after), result.stdout

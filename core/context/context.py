@@ -114,6 +114,10 @@ ROUTE_MAX_TOKENS = 32
 # hold, each route offers its own few (SMALL_CONTEXT_TOOLS): 2048 tokens, not 4096.
 SMALL_CONTEXT_SHARE = 0.4
 
+# The shares of its length a summary is cut to, in turn, when the request it makes does not
+# fit; 0 is the note that turns were left out (ContextKeeper.shorter_summary).
+SUMMARY_CUTS = (0.75, 0.5, 0.25, 0.0)
+
 # Requests sent again after an overflow, each cut by the server's count of the one before.
 OVERFLOW_RETRIES = 3
 # How much more than the server's count a request sent again after an overflow is reckoned
@@ -431,9 +435,9 @@ class ContextKeeper:
         return max(100, self.budget.room(self.estimated_fixed) * 9 // 10)
 
     def density(self, message: BaseMessage) -> float | None:
-        """Tokens a character of a result the server counted; None for any other message
-        (a token per CHARS_PER_TOKEN characters, core.context.budget)."""
-        if not isinstance(message, ToolMessage) or message.id is None:
+        """Tokens a character of a result or of the person's words the server counted; None
+        for any other message (a token per CHARS_PER_TOKEN characters, core.context.budget)."""
+        if not isinstance(message, ToolMessage | HumanMessage) or message.id is None:
             return None
         counted = self.counted.get(str(message.id))
         return counted[1] / max(1, counted[0]) if counted else None
@@ -717,6 +721,29 @@ class ContextKeeper:
             raise ContextTooSmall(self.too_small(tokens, shape=shape))
         return request
 
+    def shorter_summary(
+        self,
+        messages: Sequence[AnyMessage],
+        made: Summary,
+        shape: Shape,
+        limit: int | None,
+    ) -> Summary | None:
+        """The summary cut (harder each time, down to the note that turns were left out)
+        until the request fits; None when nothing fits."""
+        whole = estimate_text(made.text)
+        for share in SUMMARY_CUTS:
+            text = shrunk_summary(made.text, int(whole * share)) if share else LEFT_OUT
+            if text is None:
+                continue
+            candidate = Summary(**{**asdict(made), "text": text})
+            try:
+                request = self.fitting_request(messages, candidate, shape, limit=limit)
+            except ContextTooSmall:
+                continue
+            after = self.estimate(request, messages, candidate, shape)
+            return Summary(**{**asdict(candidate), "after": after})
+        return None
+
     def bound(self, shape: Shape) -> Any:
         """The model with this request's tools (or none, when they are in the prompt), its
         tool_choice, reply limit and schema, made once per kind of request."""
@@ -796,8 +823,11 @@ class ContextKeeper:
         response.additional_kwargs[SCALE_KEY] = found
 
     async def count_results(self, messages: Sequence[AnyMessage], summary: Summary | None) -> None:
-        """Count the large tool results of this turn with the server's tokenizer, where it
-        has one, before they are sent: so they are cut by the room they really take."""
+        """Count the large tool results of this turn, and the person's latest words when
+        they are long, with the server's tokenizer where it has one, before they are sent:
+        so results are cut by the room they really take, and a turn whose words our estimate
+        puts over the room (it errs high on prose, never below the server's count) is judged
+        by the server's count before it is refused or a summary is thought of no use."""
         if self.counter is None or not self.counter.available:
             return
         latest = next(
@@ -805,7 +835,7 @@ class ContextKeeper:
             0,
         )
         for message in messages[latest:]:
-            if not isinstance(message, ToolMessage) or message.id is None:
+            if not isinstance(message, ToolMessage | HumanMessage) or message.id is None:
                 continue
             text = content_text(message.content)
             if len(text) < LARGE_RESULT or str(message.id) in self.counted:
@@ -963,7 +993,15 @@ class ContextKeeper:
             after = after_of(made)
             if after >= before:
                 return None
-        return Summary(**{**asdict(made), "after": after})
+        made = Summary(**{**asdict(made), "after": after})
+        # The model's summary runs to its reply limit in real tokens, which our estimate of
+        # its prose may put over the room kept for it: when that leaves the turn no room, a
+        # shorter summary rather than no answer.
+        try:
+            self.fitting_request(messages, made, shape, limit=limit)
+        except ContextTooSmall:
+            return self.shorter_summary(messages, made, shape, limit) or made
+        return made
 
     async def summarise(
         self,
