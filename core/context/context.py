@@ -23,17 +23,19 @@ turn starts, an earlier result may be shortened, and the server processes again 
 (on 4096 tokens, the last turn's tail).
 
 Keeping within the context: the server's count of the request that made the last reply (its
-usage) is the truth, and only the messages after that reply are estimated (core.context.budget),
-scaled by how far the thread's estimates were off before (core.context.counts); a large tool
-result is counted by the server itself where it can (llama.cpp's /tokenize). Past the budget's
-mark the older turns are replaced, in what is sent, by a summary the model writes; the
-summary is stored in the thread's state and reused by every later request, after a restart
-too, until the next compaction. The summary is asked for by the last request as it was sent
-and a question after it, so the server reads only the question; everything that request
-sends is summarised, so a compaction leaves the fixed part (cached: the summary comes after
-it), the summary and the turn going on (issue 43). The stored history is never changed. A
-request the server refuses as too long is compacted and cut by the server's count of it and
-sent again.
+usage) is the truth, and only the messages after that reply are estimated
+(core.context.budget), scaled by how far the thread's estimates were off before
+(core.context.counts); a reply's count holds only for a request with the same tools
+(TOOLS_KEY); a large tool result, and the person's long words, are counted by the server
+itself where it can (llama.cpp's /tokenize). Past the budget's mark the older turns are
+replaced, in what is sent, by a summary the model writes; the summary is stored in the
+thread's state and reused by every later request, after a restart too, until the next
+compaction. The summary is asked for by the last request as it was sent and a question after
+it, so the server reads only the question; everything that request sends is summarised, so a
+compaction leaves the fixed part (cached: the summary comes after it), the summary and the
+turn going on (issue 43), the summary cut if it leaves the turn no room. The stored history
+is never changed. A request the server refuses as too long is compacted and cut by the
+server's count of it and sent again.
 """
 
 from __future__ import annotations
