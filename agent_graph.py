@@ -45,7 +45,6 @@ from core.context.context import (
     answer_streamer,
     with_route,
 )
-from core.context.prompts import ROUTE_NOTES
 from core.context.replies import mark_cut, was_cut
 from core.context.summary import Summary
 from core.servers import gate
@@ -129,8 +128,8 @@ def build_graph(
 
     async def router(state: AgentState) -> dict[str, Any]:
         messages = state.get("messages", [])
-        # The router's request offers the tools of the last turn's route, which the agent's
-        # requests of that route extend (on a small context each route offers its own).
+        # The router's request offers the tools the last turn's agent requests offered, which
+        # extend it (on a small context, the tools of every route the thread has taken).
         sent = await context.send(
             messages,
             _summary(state),
@@ -148,8 +147,9 @@ def build_graph(
             "turn": state.get("turn", 0) + 1,
         }
         latest = messages[-1] if messages else None
-        if isinstance(latest, HumanMessage) and ROUTE_NOTES.get(route):
-            # Stored with the message, so every later request sends it with the same note.
+        if isinstance(latest, HumanMessage):
+            # Stored with the message, so every later request sends it with the same note,
+            # and a small context keeps offering the route's tools (ContextKeeper.offered).
             update["messages"] = [with_route(latest, route)]
         return update | _compacted(sent)
 

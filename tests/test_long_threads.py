@@ -342,8 +342,9 @@ def test_a_pending_approval_survives_compaction_and_a_restart(workspace: Workspa
     write_notes(workspace.root, 4, size=3200)
     # The earlier turns' results are sent as their heads, so what crosses the mark is the
     # turn that asks for the write: it pastes more notes, and the four reads before it are
-    # summarised before it is sent (the pasted notes alone still fit with a summary).
-    pasted = prose(4800, 7)
+    # summarised before it is sent (the pasted notes alone still fit with a summary). They
+    # cross it by the server's count: llama.cpp's /tokenize counts long words of the person.
+    pasted = prose(6000, 7)
     reads = "".join(f"read note{n:02}.md\n" for n in range(4))
     write = tool_call("write_file", {"path": "summary.md", "content": "two notes\n"})
     model = LocalModel()

@@ -18,7 +18,8 @@ never separates an assistant message with tool calls from their results, and alw
 leading system prompt, the latest request from the person, and an assistant message whose
 calls are still unanswered (a pending approval) with whatever follows it. It aims at half of
 what the prompt leaves after the fixed part and the summary's room (`Budget.room`), so the
-next turns fit before the next compaction.
+next turns fit before the next compaction; a caller may require more (`through`: the context
+keeper summarises all its summary request sends, issue 43).
 """
 
 from __future__ import annotations
@@ -287,6 +288,7 @@ def plan_compaction(
     summary_tokens: int | None = None,
     target: int | None = None,
     measure: Callable[[BaseMessage], int] = estimate_message,
+    through: int = 0,
 ) -> CompactionPlan:
     """Keep the most recent messages that fit `target` tokens; summarise the rest.
 
@@ -296,7 +298,8 @@ def plan_compaction(
     fit before compacting again. measure counts a
     message's tokens; pass one calibrated against the server's counts if you have it.
     When even the minimum is over the prompt limit, the plan keeps only the minimum and
-    `fits` is False.
+    `fits` is False. through: the messages before this index are summarised whatever the
+    target (those the summary request sends, which its summary tells of anyway).
     """
     n = len(messages)
     if summary_tokens is None:
@@ -322,6 +325,7 @@ def plan_compaction(
         for j in range(start, max(start, last) + 1)
         if j == start or not isinstance(messages[j], ToolMessage)
     ]
+    cuts = [j for j in cuts if j >= through] or cuts[-1:]
 
     def split(j: int) -> tuple[tuple[int, ...], tuple[int, ...]]:
         held = (latest,) if latest is not None and start <= latest < j else ()
@@ -336,7 +340,7 @@ def plan_compaction(
     # The smallest request: usually the latest cut, unless a summary would outweigh what it
     # replaces; on a tie, the one that keeps more.
     smallest = min(cuts, key=lambda j: (cost(j), j))
-    turns = [j for j in cuts if j == start or isinstance(messages[j], HumanMessage)]
+    turns = [j for j in cuts if j == cuts[0] or isinstance(messages[j], HumanMessage)]
     chosen = next((j for j in (*turns, *cuts) if cost(j) <= target), smallest)
     summarised, kept = split(chosen)
     return CompactionPlan(

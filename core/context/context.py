@@ -7,7 +7,9 @@ A request is, in this order:
   (core.tools.tool_schemas); a chat template puts them before the conversation, so a changed
   list would make the server process the whole prompt again. Two exceptions: where every
   tool would be a large share of the context (a 2048 context), each route offers its own few
-  (core.tools.tool_groups.Routes.small_tools; another MCP server's route, its own tools;
+  (core.tools.tool_groups.SMALL_CONTEXT_TOOLS), and keeps offering them once the thread took
+  the route while they leave room (ContextKeeper.offered); another MCP server's route offers
+  its own tools and no other (core.tools.tool_groups.Routes.small_tools;
   bench/server_routes.py measured why they are in the one set otherwise); and a constrained request
   (core.context.constrained) lists them in the system prompt instead;
 - the system prompt, with the thread's summary when it has one;
@@ -23,13 +25,19 @@ turn starts, an earlier result may be shortened, and the server processes again 
 (on 4096 tokens, the last turn's tail).
 
 Keeping within the context: the server's count of the request that made the last reply (its
-usage) is the truth, and only the messages after that reply are estimated (core.context.budget),
-scaled by how far the thread's estimates were off before (core.context.counts); a large tool
-result is counted by the server itself where it can (llama.cpp's /tokenize). Past the budget's
-mark the older turns are replaced, in what is sent, by a summary the model writes; the
-summary is stored in the thread's state and reused by every later request, after a restart
-too, until the next compaction. The stored history is never changed. A request the server
-refuses as too long is compacted and cut by the server's count of it and sent again.
+usage) is the truth, and only the messages after that reply are estimated
+(core.context.budget), scaled by how far the thread's estimates were off before
+(core.context.counts); a reply's count holds only for a request with the same tools
+(TOOLS_KEY); a large tool result, and the person's long words, are counted by the server
+itself where it can (llama.cpp's /tokenize). Past the budget's mark the older turns are
+replaced, in what is sent, by a summary the model writes; the summary is stored in the
+thread's state and reused by every later request, after a restart too, until the next
+compaction. The summary is asked for by the last request as it was sent and a question after
+it, so the server reads only the question; everything that request sends is summarised, so a
+compaction leaves the fixed part (cached: the summary comes after it), the summary and the
+turn going on (issue 43), the summary cut if it leaves the turn no room. The stored history
+is never changed. A request the server refuses as too long is compacted and cut by the
+server's count of it and sent again.
 """
 
 from __future__ import annotations
@@ -78,10 +86,13 @@ from core.context.summary import Summary, in_conversation, standalone, summary_t
 from core.context.text_calls import read_text_calls
 from core.errors import ContextTooSmall
 from core.threads.messages import content_text, messages_for_model
-from core.tools.tool_groups import FILESYSTEM_ROUTES, Routes
+from core.tools.tool_groups import FILESYSTEM_ROUTES, SMALL_CONTEXT_TOOLS, Routes
 from core.tools.tool_schemas import schema_text
 
 ROUTE_KEY = "fsagent_route"  # a person's message's additional_kwargs: the route it was given
+# A reply's additional_kwargs: how its request offered the tools (Shape.key), so its count is
+# trusted only by a request that offers the same (ContextKeeper.parts).
+TOOLS_KEY = "fsagent_tools"
 COMPACTED = "compacted"  # the custom stream event of a compaction
 NOTICE = "fsagent_notice"  # the custom stream event of a line of ours (core.session)
 ANSWER_TEXT = "fsagent_answer"  # the custom stream event of a constrained reply's answer
@@ -106,6 +117,10 @@ ROUTE_MAX_TOKENS = 32
 # Where every tool and the system prompt take more than this share of what a request may
 # hold, each route offers its own few (SMALL_CONTEXT_TOOLS): 2048 tokens, not 4096.
 SMALL_CONTEXT_SHARE = 0.4
+
+# The shares of its length a summary is cut to, in turn, when the request it makes does not
+# fit; 0 is the note that turns were left out (ContextKeeper.shorter_summary).
+SUMMARY_CUTS = (0.75, 0.5, 0.25, 0.0)
 
 # Requests sent again after an overflow, each cut by the server's count of the one before.
 OVERFLOW_RETRIES = 3
@@ -218,8 +233,20 @@ class ContextKeeper:
         return self.estimated_fixed + (self.fixed_error or 0)
 
     def small_shapes(self) -> list[Shape]:
-        """The agent requests' shapes on a small context, one a route."""
-        return [Shape("native", self.route_tools(route)) for route in self.routes.names]
+        """The agent requests' shapes on a small context: whatever routes a thread took
+        before, each of our routes' (ContextKeeper.offered), and each other server's route's
+        own."""
+        routes = list(SMALL_CONTEXT_TOOLS)
+        shapes: dict[str, Shape] = {}
+        for mask in range(2 ** len(routes)):
+            taken = {r for i, r in enumerate(routes) if mask >> i & 1}
+            for route in routes:
+                shape = Shape("native", self.offered_after(taken, route))
+                shapes[shape.key] = shape
+        for server in self.routes.servers:
+            shape = Shape("native", self.route_tools(server.name))
+            shapes[shape.key] = shape
+        return list(shapes.values())
 
     def route_tools(self, route: str) -> tuple[dict[str, Any], ...]:
         """What an agent request on `route` offers on a small context: the route's own tools
@@ -295,7 +322,7 @@ class ContextKeeper:
         protocol = self.calls.protocol(messages)
         tools = tuple(self.tools)
         if protocol == "native" and route is not None and self.small_context:
-            tools = self.route_tools(route)
+            tools = self.offered(messages, route)
         if not route_question:
             schema = constrained.step_schema(tools) if protocol == "schema" else None
             return Shape(protocol, tools, None, schema, "auto", self.max_tokens)
@@ -304,6 +331,49 @@ class ContextKeeper:
         # The router needs one word: a small model given the agent's reply limit answered
         # the whole request there, before the agent's request answered it again.
         return Shape(protocol, tools, question, schema, "none", ROUTE_MAX_TOKENS)
+
+    def offered(self, messages: Sequence[AnyMessage], route: str) -> tuple[dict[str, Any], ...]:
+        """The tools a small context's request offers: those of every route the thread has
+        taken (each person's message keeps its route) and of `route`, in the one order.
+
+        Once offered, a tool stays: the tools come before the conversation in a chat
+        template, so a changed list makes the server read the whole history again (1,142
+        and 1,321 tokens on two switches of a 2048 thread, issue 43), while keeping a
+        route's tools costs their schemas once (general with filesystem's: ~350 tokens
+        more), and a thread's list changes at most once a route. Only while they are no
+        more than the largest route's own (by our estimate, which never changes, so neither
+        does the choice): a fixed part that grows leaves the conversation less room, and on
+        a 2048 context filesystem's and search's tools together (~900 real tokens against
+        815 and 549) made every turn compact on a real llama.cpp, where each route's own
+        compacted every third (docs/performance.md, issue 43). So general and search keep
+        each other's tools, and a switch to or from filesystem offers the route's own."""
+        taken = {
+            str(message.additional_kwargs.get(ROUTE_KEY))
+            for message in messages
+            if isinstance(message, HumanMessage)
+        }
+        return self.offered_after(taken, route)
+
+    def offered_after(self, taken: set[str], route: str) -> tuple[dict[str, Any], ...]:
+        """ContextKeeper.offered, once the thread took the routes `taken`. Another server's
+        route offers its own tools alone, and ours never keep its tools: they are a
+        person's choice of server, sized as its author wrote them (git's 12 are ~1,500
+        tokens, more than any route of ours), so no rule of ours could say they leave room."""
+        if self.routes.server(route) is not None:
+            return self.route_tools(route)
+        wanted = {name for r in taken | {route} for name in SMALL_CONTEXT_TOOLS.get(r, ())}
+        kept = tuple(t for t in self.tools if tool_name(t) in wanted)
+        if tool_tokens(kept) <= self.largest_route_tools:
+            return kept
+        return self.route_tools(route)
+
+    @property
+    def largest_route_tools(self) -> int:
+        """Our estimate of the largest tool set one route offers on a small context."""
+        return max(
+            tool_tokens([t for t in self.tools if tool_name(t) in own])
+            for own in SMALL_CONTEXT_TOOLS.values()
+        )
 
     def system_text(self, summary: Summary | None, shape: Shape | None = None) -> str:
         text = self.system_prompt
@@ -403,9 +473,9 @@ class ContextKeeper:
         return max(100, self.budget.room(self.estimated_fixed) * 9 // 10)
 
     def density(self, message: BaseMessage) -> float | None:
-        """Tokens a character of a result the server counted; None for any other message
-        (a token per CHARS_PER_TOKEN characters, core.context.budget)."""
-        if not isinstance(message, ToolMessage) or message.id is None:
+        """Tokens a character of a result or of the person's words the server counted; None
+        for any other message (a token per CHARS_PER_TOKEN characters, core.context.budget)."""
+        if not isinstance(message, ToolMessage | HumanMessage) or message.id is None:
             return None
         counted = self.counted.get(str(message.id))
         return counted[1] / max(1, counted[0]) if counted else None
@@ -435,7 +505,12 @@ class ContextKeeper:
 
         A reply's count holds only while what came before it is sent as it was then: an
         earlier result shortened since (old_results) makes it a count of a longer prompt,
-        so the latest reply with nothing shortened before it is the one trusted."""
+        so the latest reply with nothing shortened before it is the one trusted. So too a
+        reply to a request that offered other tools (a small context's route switch): the
+        tools come first, so its count is of another start; read as this one's, the tools'
+        difference was put on the new words (a ratio of 1.82 on a real llama.cpp, issue 43)
+        and every later request seemed too big to send. A reply from before the tools were
+        recorded is trusted as it was."""
         shape = shape or self.default_shape
         trusted = trusted_replies(messages, summary)
         cap = self.result_cap()
@@ -445,6 +520,8 @@ class ContextKeeper:
             message = request[position]
             usage = getattr(message, "usage_metadata", None)
             if isinstance(message, AIMessage) and message.id in trusted and usage:
+                if message.additional_kwargs.get(TOOLS_KEY, shape.key) != shape.key:
+                    continue  # counted with other tools before the history
                 made = where.get(str(message.id), 0)
                 then = self.old_results(messages[:made], summary, cap)
                 if any(index < made for index in old - then):
@@ -506,7 +583,14 @@ class ContextKeeper:
         while True:
             request = self.request(messages, summary, shape=shape)
             tokens = self.estimate(request, messages, summary, shape)
-            if self.budget is not None and self.budget.needs_compaction(tokens) and not compacted:
+            if (
+                self.budget is not None
+                and self.budget.needs_compaction(tokens)
+                and not compacted
+                # No summary is worth asking for when the fixed part and the person's latest
+                # words alone are over the limit: fitting_request says so at once.
+                and self.may_fit(messages, shape, limit)
+            ):
                 made = await self.compacting(
                     messages, summary, "budget", tokens, shape, on_compacted
                 )
@@ -557,6 +641,7 @@ class ContextKeeper:
                     raise ContextTooSmall(self.refusal(words, counted, shape)) from error
         self.learn_fixed(request, response, shape)
         self.calibrate(request, messages, summary, shape, response)
+        response.additional_kwargs[TOOLS_KEY] = shape.key
         reply = separate_reasoning(response)
         if route_question:
             if shape.schema is not None:
@@ -674,6 +759,29 @@ class ContextKeeper:
             raise ContextTooSmall(self.too_small(tokens, shape=shape))
         return request
 
+    def shorter_summary(
+        self,
+        messages: Sequence[AnyMessage],
+        made: Summary,
+        shape: Shape,
+        limit: int | None,
+    ) -> Summary | None:
+        """The summary cut (harder each time, down to the note that turns were left out)
+        until the request fits; None when nothing fits."""
+        whole = estimate_text(made.text)
+        for share in SUMMARY_CUTS:
+            text = shrunk_summary(made.text, int(whole * share)) if share else LEFT_OUT
+            if text is None:
+                continue
+            candidate = Summary(**{**asdict(made), "text": text})
+            try:
+                request = self.fitting_request(messages, candidate, shape, limit=limit)
+            except ContextTooSmall:
+                continue
+            after = self.estimate(request, messages, candidate, shape)
+            return Summary(**{**asdict(candidate), "after": after})
+        return None
+
     def bound(self, shape: Shape) -> Any:
         """The model with this request's tools (or none, when they are in the prompt), its
         tool_choice, reply limit and schema, made once per kind of request."""
@@ -753,8 +861,11 @@ class ContextKeeper:
         response.additional_kwargs[SCALE_KEY] = found
 
     async def count_results(self, messages: Sequence[AnyMessage], summary: Summary | None) -> None:
-        """Count the large tool results of this turn with the server's tokenizer, where it
-        has one, before they are sent: so they are cut by the room they really take."""
+        """Count the large tool results of this turn, and the person's latest words when
+        they are long, with the server's tokenizer where it has one, before they are sent:
+        so results are cut by the room they really take, and a turn whose words our estimate
+        puts over the room (it errs high on prose, never below the server's count) is judged
+        by the server's count before it is refused or a summary is thought of no use."""
         if self.counter is None or not self.counter.available:
             return
         latest = next(
@@ -762,7 +873,7 @@ class ContextKeeper:
             0,
         )
         for message in messages[latest:]:
-            if not isinstance(message, ToolMessage) or message.id is None:
+            if not isinstance(message, ToolMessage | HumanMessage) or message.id is None:
                 continue
             text = content_text(message.content)
             if len(text) < LARGE_RESULT or str(message.id) in self.counted:
@@ -867,7 +978,12 @@ class ContextKeeper:
         measure = self.measure(self.scale(messages))
         if target is None and limit is not None:
             target = budget.compaction_target(fixed, limit=limit)
-        plan = plan_compaction(shown, budget, fixed_tokens=fixed, target=target, measure=measure)
+        # In steps as large as they come (issue 43): everything the summary request sends is
+        # summarised, so what is kept is the turn still going on, whatever the target.
+        through = replied_through(shown) if why != "overflow" else 0
+        plan = plan_compaction(
+            shown, budget, fixed_tokens=fixed, target=target, measure=measure, through=through
+        )
         if not plan.summarise:
             return None
         if before is None:
@@ -875,7 +991,14 @@ class ContextKeeper:
                 self.request(messages, summary, shape=shape), messages, summary, shape
             )
         text = await self.summarise(
-            visible, plan.summarise, summary, why, shape, limit=limit, scale=self.scale(messages)
+            visible,
+            plan.summarise,
+            summary,
+            why,
+            shape,
+            limit=limit,
+            scale=self.scale(messages),
+            thread=messages,
         )
         upto = max(visible[i][0] for i in plan.summarise) + 1
         held = tuple(str(visible[i][1].id) for i in plan.keep if visible[i][0] < upto)
@@ -908,7 +1031,15 @@ class ContextKeeper:
             after = after_of(made)
             if after >= before:
                 return None
-        return Summary(**{**asdict(made), "after": after})
+        made = Summary(**{**asdict(made), "after": after})
+        # The model's summary runs to its reply limit in real tokens, which our estimate of
+        # its prose may put over the room kept for it: when that leaves the turn no room, a
+        # shorter summary rather than no answer.
+        try:
+            self.fitting_request(messages, made, shape, limit=limit)
+        except ContextTooSmall:
+            return self.shorter_summary(messages, made, shape, limit) or made
+        return made
 
     async def summarise(
         self,
@@ -920,20 +1051,29 @@ class ContextKeeper:
         *,
         limit: int | None = None,
         scale: float = 1.0,
+        thread: Sequence[AnyMessage] = (),
     ) -> str:
         """The model's summary of the summarised messages and the old summary.
 
-        Asked within the conversation when that fits (the server's cache already holds that
-        prefix, so only the question is new); else, and after an overflow, on its own, with
-        the messages as a clipped transcript.
+        Asked within the conversation when that fits: the last request as it was sent (its
+        tools, system prompt and messages, through the last reply, which the server's cache
+        holds too), then the question, so the server reads only the question (issue 43).
+        The summary may then also tell of turns kept after it; it is cut to its room all the
+        same. Else, and after an overflow, on its own, with the messages as a clipped
+        transcript.
         """
         shape = shape or self.default_shape
         reply = self.budget.summary_tokens if self.budget else summary_tokens_for(4096)
         prefix = [message for _, message in visible[: max(summarised) + 1]]
         if why != "overflow":
-            history = self.as_history(prefix, shape)
+            said = replied_through([m for _, m in visible])
+            sent = [m for _, m in visible[: max(max(summarised) + 1, said)]]
+            history = self.as_history(sent, shape)
             request = in_conversation(self.system_text(summary, shape), history)
-            tokens = self.shape_tool_tokens(shape) + estimate_messages(request)
+            # By the server's count of the last request where it has one: our estimate of
+            # the tools alone is far over it on a small context, and sent the summary on its
+            # own, a new prompt the server read whole.
+            tokens = self.estimate(request, thread, summary, shape)
             room = self.budget.context_length - reply if self.budget else None
             if room is None or tokens <= room:
                 try:
@@ -958,6 +1098,16 @@ class ContextKeeper:
 
 
 LEFT_OUT = "(Earlier turns were left out to fit the model's context; no summary of them fits.)"
+
+
+def replied_through(shown: Sequence[BaseMessage]) -> int:
+    """How many of the messages a request sends come before what is new since the model's
+    last reply: through that reply and the results of its calls. The server's cache holds
+    them, so a summary request sends them as they are."""
+    end = max((i + 1 for i, m in enumerate(shown) if isinstance(m, AIMessage)), default=0)
+    while end < len(shown) and isinstance(shown[end], ToolMessage):
+        end += 1
+    return end
 
 
 def shrunk_summary(text: str, room: int) -> str | None:

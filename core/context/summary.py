@@ -2,10 +2,10 @@
 is asked to write it (core.context.context decides when).
 
 The summary replaces the older turns in what requests send; the stored history is never
-changed. It is asked for within the conversation (the same tools and system prompt, the
-turns to summarise, then the question), so the server's prompt cache serves all but the
-question; after an overflow, or when that request would not fit, on its own, with the turns
-as a clipped transcript.
+changed. It is asked for within the conversation (the same tools, system prompt and
+messages as the last request, through the last reply, then the question), so the server's
+prompt cache serves all but the question; after an overflow, or when that request would not
+fit, on its own, with the turns as a clipped transcript.
 """
 
 from __future__ import annotations

@@ -55,10 +55,12 @@ def in_group(group: str, tool: str) -> bool:
 # The tools each route offers where the fixed part would be a large share of the context (a
 # 2048 context, where every tool and the system prompt took 60% of it; issue 30): what the
 # route needs, each tool on one route at least (a test holds that). On larger contexts every
-# route offers every tool, which keeps the prompt cache across route switches; here a switch
-# costs the server a prompt it processes again, at most the small context. Like any tool not
-# offered, a call to another still runs if its route allows it. Another server's route offers
-# its own tools here (Routes.small_tools); every route but search may run them.
+# route offers every tool, which keeps the prompt cache across route switches; here a thread
+# keeps offering the tools of every route it took (core.context.context.ContextKeeper.offered),
+# so only a thread's first turn on a route makes the server read its history again. Like any
+# tool not offered, a call to another still runs if its route allows it. Another server's route
+# offers its own tools here (Routes.small_tools), and only there; every route but search may
+# run them.
 SMALL_CONTEXT_TOOLS: dict[str, tuple[str, ...]] = {
     "filesystem": ("list_directory", "read_file", "write_file", "move", "delete"),
     "search": ("grep", "list_directory", "read_file"),

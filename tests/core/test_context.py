@@ -286,12 +286,39 @@ def test_compaction_summarises_older_turns_within_the_conversation() -> None:
     [summary_request] = [r for r in requests if request_kind(r) == "summary"]
     assert summary_request["messages"][1]["content"].startswith("read note0.md")
     assert summary_request["max_tokens"] == 300
-    # The request then sent holds the summary and the recent whole turns, under the limit.
+    # It sends every turn the server's cache holds, so its summary stands for them all, and
+    # the request then sent holds the summary and the turn going on, under the limit.
+    said = [m["content"] for m in summary_request["messages"][1:-1]]
+    assert said == [m.content for m in history]
     final = requests[-1]
-    assert final["messages"][0]["content"].endswith(model_summary(1, 4))
+    assert final["messages"][0]["content"].endswith(model_summary(1, 6))
     kept = [m["content"][:13] for m in final["messages"] if m["role"] == "user"]
-    assert kept == ["read note4.md", "read note5.md"]
+    assert kept == ["read note5.md"]
     assert llm.prompt_tokens(final) + 512 <= 4096
+
+
+def test_no_summary_is_asked_for_when_the_latest_words_alone_cannot_fit() -> None:
+    # The thread's ratio (3x, as a server counting CJK text more than our estimate) puts the
+    # person's latest words alone over what a request may hold: a summary cannot help, so
+    # none is asked for before the one line that says so (it was, on the budget path).
+    from core.context.counts import SCALE_KEY
+    from core.errors import ContextTooSmall
+
+    history: list[BaseMessage] = []
+    for n in range(3):
+        history += [HumanMessage(f"note {n} " + "x" * 1500, id=f"h{n}"), AIMessage("ok")]
+        history[-1].id = f"a{n}"
+    history[-1].additional_kwargs[SCALE_KEY] = 3.0
+    history.append(HumanMessage("y" * 4000, id="h3"))
+    model = LocalModel()
+    with FakeLLM(model, flavour="llamacpp", context=4096) as llm:
+        chat = make_chat_model(llm.base_url, "fake-model", max_tokens=512)
+        keep = ContextKeeper(lambda: chat, [], budget=Budget.for_context(4096, 512))
+        with pytest.raises(ContextTooSmall, match="does not fit the model's context"):
+            asyncio.run(keep.send(history, None))
+        requests = llm.requests
+
+    assert requests == [] and model.summaries == []
 
 
 def model_summary(number: int, files: int) -> str:
