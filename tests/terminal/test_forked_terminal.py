@@ -113,7 +113,9 @@ def test_fsagent_forked_or_execd_says_the_banner_draws_the_terminal_and_takes_ct
         code = screen.close()
 
         again = at_a_terminal(workspace, llm, how)
-        at = again.wait_for("you>")
+        # The prompt, not the recap's `Last: you> tell me a story`: keys typed before the
+        # prompt is up would be the kernel's echo, not the line editor's line.
+        at = again.wait_for("\nyou>")
         again.type("half a thought")
         again.wait_for("half a thought", at)
         again.type(CTRL_C)  # a key at the prompt: clears the line, and a second quits
