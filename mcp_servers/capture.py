@@ -234,6 +234,9 @@ def put_in_place(held: Held, new: New, paused: bool = False) -> None:
             rename_no_replace(new.folder, new.name, held.folder, held.name)
         except FileExistsError:
             raise held.refused(now_at(held.folder, held.name)) from None
+        except PermissionError:
+            refused_out_there(held, new)
+            raise
         checked_after(held.folder, new.folder, lambda: taken_back(held, new))
         clear(new.name)
         return
@@ -244,6 +247,9 @@ def put_in_place(held: Held, new: New, paused: bool = False) -> None:
         swapped = exchange(new.folder, new.name, held.folder, held.name)
     except FileNotFoundError:
         raise held.refused(now_at(held.folder, held.name)) from None
+    except PermissionError:
+        refused_out_there(held, new)
+        raise
     if swapped:
         step("renamed", "exchange")
         captured = now_at(new.folder, new.name)
@@ -272,6 +278,14 @@ def put_in_place(held: Held, new: New, paused: bool = False) -> None:
     clear(new.name)
     os.unlink(aside, dir_fd=held.folder)
     clear(aside)
+
+
+def refused_out_there(held: Held, new: New) -> None:
+    """A rename the kernel sandbox refused: where a folder of it was moved out of the roots
+    in the instant after the check (the new entry built in a staging folder, staging.py,
+    and the held folder gone), say that, by the path the person knows, not the errno."""
+    verify(held.folder)
+    verify(new.folder)
 
 
 def swap_back(held: Held, new: New) -> str:

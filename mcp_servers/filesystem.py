@@ -42,7 +42,7 @@ from mcp.server.fastmcp.exceptions import ToolError
 from mcp.types import ToolAnnotations
 from pydantic import ValidationError
 
-from mcp_servers import kernel_sandbox, preload, race_hook
+from mcp_servers import kernel_sandbox, preload, race_hook, staging
 from mcp_servers.broken_containment import break_containment_if_asked
 from mcp_servers.cancels import Cancels
 from mcp_servers.errors import one_line
@@ -285,6 +285,8 @@ def main(argv: list[str] | None = None) -> int:
         return refuse(f"--require-kernel-sandbox: {hold.line()}; not started")
     logger.info("%s", hold.line())
     server.kernel_sandbox = hold
+    # Landlock ABI 1 refuses every rename across folders: what is built is built in place.
+    staging.allow_across_folders(hold.renames_across_folders)
     try:
         server.run("stdio")
     except KeyboardInterrupt:

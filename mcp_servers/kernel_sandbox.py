@@ -77,6 +77,7 @@ MAKE_FIFO = 1 << 10
 MAKE_BLOCK = 1 << 11
 MAKE_SYM = 1 << 12
 REFER = 1 << 13  # ABI 2
+REFER_ABI = 2
 TRUNCATE = 1 << 14  # ABI 3
 IOCTL_DEV = 1 << 15  # ABI 5
 FS_RIGHTS = {1: (1 << 13) - 1, 2: REFER, 3: TRUNCATE, 5: IOCTL_DEV}
@@ -104,7 +105,10 @@ GAPS = {
     2: (
         "no REFER right before Landlock ABI 2: the kernel refuses every move or link across "
         "folders (EXDEV), so the server moves a file, link or folder to another folder by "
-        "copying it and removing the original (not atomic: a folder is copied whole first)"
+        "copying it and removing the original (not atomic: a folder is copied whole first), "
+        "and builds a folder copy (and, without O_TMPFILE, a file being written) in the "
+        "destination's folder itself, where a move of that folder out of the roots meanwhile "
+        "takes it along"
     ),
     3: "no TRUNCATE right before ABI 3: truncating a file by its path is not held by the kernel",
     4: "no network rights before ABI 4: the kernel does not close TCP to the server",
@@ -159,6 +163,11 @@ class Hold:
             "gaps": list(self.gaps),
             **sockets,
         }
+
+    @property
+    def renames_across_folders(self) -> bool:
+        """Whether the kernel lets a rename cross folders (not under ABI 1: no REFER)."""
+        return not self.holds or self.abi >= REFER_ABI
 
     def line(self) -> str:
         sockets = f"; sockets stay open: {self.sockets}" if self.sockets else ""

@@ -219,3 +219,40 @@ def open_unnamed(folder: int) -> int | None:
 def link_unnamed(fd: int, folder: int, name: str) -> None:
     """Give the unnamed file `fd` the name `name` in `folder` (FileExistsError if taken)."""
     os.link(f"/proc/self/fd/{fd}", name, dst_dir_fd=folder, follow_symlinks=True)
+
+
+# -- which mount a folder is on -------------------------------------------------------------------
+
+# statx(2) with STATX_MNT_ID (Linux 5.8): two folders of one device may still be on two mounts
+# (a bind mount), and a rename between mounts fails (EXDEV). struct statx: stx_mask at 0,
+# stx_mnt_id at 144, 256 bytes in all (linux/stat.h).
+STATX_MNT_ID, AT_EMPTY_PATH, STATX_SIZE, STATX_MNT_ID_AT = 0x1000, 0x1000, 256, 144
+
+
+def statx_call() -> Callable[..., int] | None:
+    # Not one of the calls FSAGENT_PORTABLE_CALLS takes away: a system without it (macOS) has
+    # no bind mounts either, and the portable pass runs on Linux, where a test mounts one.
+    if not sys.platform.startswith("linux"):
+        return None
+    symbol = getattr(ctypes.CDLL(None, use_errno=True), "statx", None)
+    if symbol is None:
+        return None
+    symbol.argtypes = [ctypes.c_int, ctypes.c_char_p, ctypes.c_int, ctypes.c_uint, ctypes.c_void_p]
+    symbol.restype = ctypes.c_int
+    return symbol  # type: ignore[no-any-return]
+
+
+_STATX = statx_call()
+
+
+def mount_id(fd: int) -> int | None:
+    """The id of the mount the open entry `fd` is on, or None where this system cannot say."""
+    if _STATX is None:
+        return None
+    buffer = ctypes.create_string_buffer(STATX_SIZE)
+    if _STATX(fd, b"", AT_EMPTY_PATH, STATX_MNT_ID, buffer) != 0:
+        return None
+    mask = int.from_bytes(buffer.raw[0:4], sys.byteorder)
+    if not mask & STATX_MNT_ID:
+        return None
+    return int.from_bytes(buffer.raw[STATX_MNT_ID_AT : STATX_MNT_ID_AT + 8], sys.byteorder)

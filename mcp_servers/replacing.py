@@ -1,5 +1,6 @@
-"""A file written whole under its name: a temp file in the same folder, given the owner, mode
-and extended attributes of what it replaces, then put in place by capture.py, on exactly the
+"""A file written whole under its name: a temp file (with no name where the system can make
+one, else named in the folder's staging folder, staging.py), given the owner, mode and
+extended attributes of what it replaces, then put in place by capture.py, on exactly the
 entry the tool checked; and what every write tool shares (the umask, new files' mode)."""
 
 from __future__ import annotations
@@ -7,7 +8,7 @@ from __future__ import annotations
 import os
 import stat
 from collections.abc import Callable
-from contextlib import suppress
+from contextlib import ExitStack, suppress
 from pathlib import Path
 from typing import TypeVar
 
@@ -22,6 +23,7 @@ from mcp_servers.platform_calls import link_unnamed, open_unnamed
 from mcp_servers.protected import Protected
 from mcp_servers.race_hook import checked, pause, step
 from mcp_servers.sandbox import Sandbox
+from mcp_servers.staging import Staging, staging_for
 from mcp_servers.xattrs import attributes_of, give_attributes
 
 T = TypeVar("T")
@@ -76,47 +78,57 @@ def replace_entry(
     made: a refusal there leaves no temp file anywhere. Where the file system can, the file
     is written without a name (O_TMPFILE) and named only after the folder is checked again
     (`link_in`): a folder moved out of the roots while it is written takes nothing along,
-    even where the kernel sandbox would refuse to remove it out there."""
+    even where the kernel sandbox would refuse to remove it out there. Where it cannot, the
+    file is named from the start in the folder's staging folder (staging.py), which no move
+    of the folder carries, and renamed across into the folder at the end."""
     if not paused:
         pause(held.tool, held.argument)
     verify(held.folder)
-    fd, temp = create_temp(held.folder, held.place, held.name)
-    try:
-        result = fill(fd)
-        os.fsync(fd)
-        finish(fd)
-        step("written", "temp")
-        if temp is None:
-            temp = link_in(fd, held)
-        new = New(held.folder, temp, held.where, os.fstat(fd), held.place)
-        if placing is not None:  # a move across filesystems journals where its copy goes
-            placing(new)
-        put_in_place(held, new, paused=True)
-    except BaseException:
-        # Where the kernel refuses the removal (a named temp file's folder was moved out of
-        # the roots while the file was written), the call's own error is the one said, and
-        # the temp file's record stays open: the next start's recovery names it.
-        if temp is not None:
-            with suppress(OSError):
-                remove_quietly(held.folder, temp)
-                clear(temp)
-        raise
-    finally:
-        os.close(fd)
+    with ExitStack() as stack:
+        unnamed = open_unnamed_in(held.folder)
+        if unnamed is None:  # named from the start: built where no move of the folder goes
+            into = stack.enter_context(staging_for(held.folder, held.where, held.place))
+            fd, temp = create_temp(into.fd, into.place, held.name)
+        else:
+            into, fd, temp = Staging(held.folder, held.where, held.place), unnamed, None
+        try:
+            result = fill(fd)
+            os.fsync(fd)
+            finish(fd)
+            step("written", "temp")
+            if temp is None:
+                temp = link_in(fd, held)
+            new = New(into.fd, temp, into.where, os.fstat(fd), into.place)
+            if placing is not None:  # a move across filesystems journals where its copy goes
+                placing(new)
+            put_in_place(held, new, paused=True)
+        except BaseException:
+            # Where the kernel refuses the removal (the folder the temp file was named in
+            # was moved out of the roots), the call's own error is the one said, and the
+            # temp file's record stays open: the next start's recovery names it.
+            if temp is not None:
+                with suppress(OSError):
+                    remove_quietly(into.fd, temp)
+                    clear(temp)
+            raise
+        finally:
+            os.close(fd)
     return result
 
 
-def create_temp(folder: int, place: Place | None, name: str) -> tuple[int, str | None]:
-    """A new private file in `folder` for an atomic replace of `name`: (descriptor, temp
-    name), journalled before it exists, so recovery knows it is ours; (descriptor, None) for
-    a file with no name yet (platform_calls.open_unnamed), which a kill leaves nowhere."""
+def open_unnamed_in(folder: int) -> int | None:
+    """A file with no name yet in the held `folder` (platform_calls.open_unnamed), which a
+    kill leaves nowhere; None where it cannot be made here."""
     try:
-        unnamed = open_unnamed(folder)
+        return open_unnamed(folder)
     except PermissionError:  # the kernel sandbox: the folder was moved out of the roots
         verify(folder)
         raise
-    if unnamed is not None:
-        return unnamed, None
+
+
+def create_temp(folder: int, place: Place | None, name: str) -> tuple[int, str]:
+    """A new private file in the held `folder` for an atomic replace of `name`: (descriptor,
+    temp name), journalled before it exists, so recovery knows it is ours."""
     while True:
         temp = temp_name()
         record(place, "temp", temp, name, type=stat.S_IFREG)

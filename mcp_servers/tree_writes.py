@@ -55,9 +55,10 @@ from mcp_servers.parent_checks import verify
 from mcp_servers.permissions import check_writable
 from mcp_servers.plans import MISSING, Wanted, entry_state, folder_state
 from mcp_servers.platform_calls import rename_no_replace
-from mcp_servers.race_hook import pause
+from mcp_servers.race_hook import pause, step
 from mcp_servers.replacing import NEW_FILE_FLAGS, WriteBase, finisher, replace_entry
 from mcp_servers.sandbox import Resolved, is_within
+from mcp_servers.staging import Staging, staging_for
 from mcp_servers.stopped import delete_stopped_line, remains, stopped_line
 from mcp_servers.tool_base import show_given
 from mcp_servers.walking import Unreadable
@@ -438,8 +439,9 @@ class TreeTools(WriteBase):
     ) -> None:
         """A folder to another filesystem, each step journalled: the source is set aside
         already (`move`); what the copy cannot carry refuses the move before anything is
-        copied; the copy is built under a temp name there (a `temp` record: a stopped server's
-        is removed at the next start), compared again with the preview's fingerprint, noted on
+        copied; the copy is built under a temp name there, in the destination's staging
+        folder (staging.py; a `temp` record: a stopped server's is removed at the next
+        start), compared again with the preview's fingerprint, noted on
         the source's record (`moved_to`: once it is under its name, the move went through) and
         put in place; then the source is removed (committed: a stopped server's removal is
         finished at the next start). A copy that fails is removed and `move` puts the source
@@ -448,25 +450,8 @@ class TreeTools(WriteBase):
         listed = os.open(moving.name, LIST_FLAGS, dir_fd=moving.folder)
         try:
             self.refuse_uncarried(listed, held)
-            building = temp_name()
-            record(target.place, "temp", building, target.name, type=stat.S_IFDIR)
-            progress = Copied()
-            try:
-                os.mkdir(building, 0o700, dir_fd=target.folder)
-                copy_tree(listed, target.folder, building, progress, held.shown)
-                progress.at = ""
-                if want is not None:  # and nothing below changed while it was copied
-                    self.check_state(want, src, folder_state(listed))
-                sync_folder(target.folder)
-                built = entry_stat(target.folder, building)
-                self.deciding(moving, target, built)
-                placed = New(target.folder, building, target.where, built, target.place)
-                put_in_place(target, placed, paused=True)
-            except BaseException as error:
-                note = self.remove_partial(target.folder, building, target.name, target.where)
-                if not isinstance(error, Exception):
-                    raise
-                raise self.move_copy_stopped(error, held, target, progress, note) from None
+            with staging_for(target.folder, target.where, target.place) as into:
+                self.build_across(listed, moving, target, held, src, want, into)
         finally:
             os.close(listed)
         sync_folder(target.folder)
@@ -478,6 +463,40 @@ class TreeTools(WriteBase):
         except OSError as error:
             raise self.removal_stopped(held, moving.name, target, removal, error) from None
         clear(moving.name)
+
+    def build_across(
+        self,
+        listed: int,
+        moving: New,
+        target: Held,
+        held: Held,
+        src: Resolved,
+        want: Wanted,
+        into: Staging,
+    ) -> None:
+        """The copy of the folder `listed` (set aside as `moving`), built in `into` (the
+        destination's staging folder, where no move of its folder can carry it) and put
+        under the destination's name; removed again if it does not get there."""
+        building = temp_name()
+        record(into.place, "temp", building, target.name, type=stat.S_IFDIR)
+        progress = Copied()
+        try:
+            os.mkdir(building, 0o700, dir_fd=into.fd)
+            copy_tree(listed, into.fd, building, progress, held.shown)
+            progress.at = ""
+            step("built", "temp")
+            if want is not None:  # and nothing below changed while it was copied
+                self.check_state(want, src, folder_state(listed))
+            sync_folder(into.fd)
+            built = entry_stat(into.fd, building)
+            self.deciding(moving, target, built)
+            placed = New(into.fd, building, into.where, built, into.place)
+            put_in_place(target, placed, paused=True)
+        except BaseException as error:
+            note = self.remove_partial(into.fd, building, target.name, into.where)
+            if not isinstance(error, Exception):
+                raise
+            raise self.move_copy_stopped(error, held, target, progress, note) from None
 
     def deciding(self, moving: New, target: Held, copy: os.stat_result) -> None:
         """Right before a move's copy takes its name on the other filesystem (which decides
@@ -589,11 +608,13 @@ class TreeTools(WriteBase):
         """Copy a folder's files and folders; links and special files are skipped and
         listed, never followed or opened.
 
-        The copy is built under a temp name (which no listing shows) and put under its name
-        only when complete: a copy cut short, or missing a folder it could not read, is
-        removed and the call fails, and a server killed meanwhile leaves no partial tree
-        under the real name (the temp one is removed at the next start). With a preview's
-        `expect`, the source's fingerprint is compared before and after the copy.
+        The copy is built under a temp name (which no listing shows) in the destination's
+        staging folder (staging.py: where no move of the destination's folder can carry it)
+        and put under its name only when complete: a copy cut short, or missing a folder it
+        could not read, is removed and the call fails, and a server killed meanwhile leaves
+        no partial tree under the real name (the temp one is removed at the next start).
+        With a preview's `expect`, the source's fingerprint is compared before and after
+        the copy.
         """
         want = wanted.get("source")
         with ExitStack() as stack:
@@ -614,26 +635,29 @@ class TreeTools(WriteBase):
             target = self.held(
                 "copy", "destination", folder, name, dst, replaced, wanted.get("destination")
             )
+            # Built where no move of the destination's folder can carry it (staging.py).
+            into = stack.enter_context(staging_for(folder, target.where, target.place))
             building = temp_name()
-            record(target.place, "temp", building, name, type=stat.S_IFDIR)
+            record(into.place, "temp", building, name, type=stat.S_IFDIR)
             progress = Copied()
             try:
-                os.mkdir(building, 0o700, dir_fd=folder)
+                os.mkdir(building, 0o700, dir_fd=into.fd)
                 unreadable = Unreadable()
-                top = os.open(building, LIST_FLAGS, dir_fd=folder)
+                top = os.open(building, LIST_FLAGS, dir_fd=into.fd)
                 summary = self.copy_into(src, listed, top, unreadable, progress)
                 progress.at, progress.files = "", summary["files"]  # a later stop: the folder
+                step("built", "temp")
                 if unreadable.count:
                     raise self.incomplete_copy(src, unreadable)
                 if want is not None:  # and nothing below changed while it was copied
                     self.check_state(want, src, folder_state(listed))
                 confirm(source, paused=True)
-                built = entry_stat(folder, building)
-                placed = New(folder, building, target.where, built, target.place)
+                built = entry_stat(into.fd, building)
+                placed = New(into.fd, building, into.where, built, into.place)
                 put_in_place(target, placed, paused=True)
                 return {**summary, "replaced": False}
             except BaseException as error:
-                note = self.remove_partial(folder, building, name, target.where)
+                note = self.remove_partial(into.fd, building, name, into.where)
                 if not isinstance(error, Exception):
                     raise
                 raise self.copy_stopped(error, src, dst, progress, note) from None

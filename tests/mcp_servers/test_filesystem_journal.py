@@ -129,6 +129,18 @@ ACTS.append(
         {ABI_ENV: "1"},
     )
 )
+# A destination below the root: a folder copy's tree is built at the top of the root (its
+# staging folder, staging.py) and renamed into `d` at the end; on the portable path (no
+# O_TMPFILE) a file being written is too. Its `temp` record names the root, where it is.
+ACTS += [
+    Act("copy folder into a folder", "copy", {"source": "d/sub", "destination": "d/copy"}, TREE),
+    Act(
+        "write over a file in a folder",
+        "write_file",
+        {"path": "d/one.txt", "content": "NEW\n"},
+        TREE,
+    ),
+]
 # On the portable path too, where it differs. Not in the pass that runs the whole suite
 # portable (the Makefile's FSAGENT_PORTABLE_CALLS=1): there the acts above are these already,
 # and each copy would repeat ~40 server starts to test the same thing again.
@@ -142,6 +154,7 @@ ACTS += [
         "write over a file",
         "delete file",
         "move folder across filesystems",
+        "write over a file in a folder",
     }
     and not portable_forced()
 ]
