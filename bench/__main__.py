@@ -20,6 +20,7 @@ from bench import (
     overhead,
     server_routes,
     serving_load,
+    staging,
     startup,
     unnamed_temp,
 )
@@ -47,6 +48,7 @@ SECTIONS: list[tuple[str, Callable[[], list[Row]]]] = [
     ("inbox listing", inbox_listing.measure),
     ("a 300,000-file move beside a second server", big_move.measure),
     ("a small write's temp file, unnamed until checked", unnamed_temp.measure),
+    ("built in the staging folder or in place", staging.measure),
 ]
 
 
