@@ -1,12 +1,15 @@
 """Nothing set aside is ever lost (issue 40): the journal of intent (mcp_servers/journal.py).
 
-The crash test kills the real server (SIGKILL) at every step its journal announces, through
-the test-only step hook (FSAGENT_TEST_STEP_PAUSE, mcp_servers/race_hook.py): after each record
-is durable and before the rename it announces, after a checked delete is committed, and after
-each temp name is gone and before its record is closed. A first run of each act counts its
-steps; then one run per step kills the server there and a new server starts on the same
-root. After each: the tree is exactly as before the act or exactly as after it (every entry
-old or new under its own name, nothing under a temp name), and the journal is empty.
+The crash test kills the real server (SIGKILL) at every step its journal announces, through the
+test-only step hook (FSAGENT_TEST_STEP_PAUSE, mcp_servers/race_hook.py): after each record is
+durable and before the rename it announces, after a checked delete is committed, once a file
+being written is full or a folder copy's tree is built (in the destination's staging folder,
+mcp_servers/staging.py, for a destination below the root), and after each temp name is gone and
+before its record is closed: 100 kill points over the 20 acts below (outside the portable
+pass). A first run of each act counts its steps; then one run per step kills the server there
+and a new server starts on the same root. After each: the tree is exactly as before the act or
+exactly as after it (every entry old or new under its own name, nothing under a temp name), and
+the journal is empty.
 
 Two real servers on one root: a second server's start never touches what a live one has set
 aside, and the live one's act completes.
