@@ -23,6 +23,7 @@ said here:
   meanwhile takes nothing along. Where the system or the file system has no `O_TMPFILE` (or
   there is no `/proc`), the file is made under its temp name from the start, as before.
 
+`FSAGENT_TEST_NO_TMPFILE=1` takes away `O_TMPFILE` alone (a file system without it).
 `FSAGENT_PORTABLE_CALLS=1` makes this module behave as if `O_PATH`, `preadv`, `renameat2`
 and `O_TMPFILE` did not exist, so the portable path is tested on Linux: `make test` runs the
 server's whole suite that way a second time (Linux has no `renameatx_np` either, so that run is the
@@ -55,7 +56,10 @@ def linux_call(name: str) -> object | None:
 
 
 _O_PATH = linux_call("O_PATH")
-_O_TMPFILE = linux_call("O_TMPFILE")
+# Test switch: a file system without O_TMPFILE, on a system with renameat2 (some network and
+# FUSE file systems): what FSAGENT_PORTABLE_CALLS takes away, O_TMPFILE alone.
+NO_TMPFILE_ENV = "FSAGENT_TEST_NO_TMPFILE"
+_O_TMPFILE = None if os.environ.get(NO_TMPFILE_ENV) else linux_call("O_TMPFILE")
 _PREADV = linux_call("preadv")
 _SEEK_DATA = getattr(os, "SEEK_DATA", None)
 _SEEK_HOLE = getattr(os, "SEEK_HOLE", None)

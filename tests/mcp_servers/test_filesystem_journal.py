@@ -5,7 +5,7 @@ test-only step hook (FSAGENT_TEST_STEP_PAUSE, mcp_servers/race_hook.py): after e
 durable and before the rename it announces, after a checked delete is committed, once a file
 being written is full or a folder copy's tree is built (in the destination's staging folder,
 mcp_servers/staging.py, for a destination below the root), and after each temp name is gone and
-before its record is closed: 100 kill points over the 20 acts below (outside the portable
+before its record is closed: 105 kill points over the 21 acts below (outside the portable
 pass). A first run of each act counts its steps; then one run per step kills the server there
 and a new server starts on the same root. After each: the tree is exactly as before the act or
 exactly as after it (every entry old or new under its own name, nothing under a temp name), and
@@ -41,7 +41,7 @@ from race_pause import Pauses, paused_server
 
 from mcp_servers.dirfd import TEMP_NAME
 from mcp_servers.kernel_sandbox import ABI_ENV
-from mcp_servers.platform_calls import UNNAMED_FILES, portable_forced
+from mcp_servers.platform_calls import NO_TMPFILE_ENV, UNNAMED_FILES, portable_forced
 from mcp_servers.race_hook import PAUSE_ENV, STEP_PAUSE_ENV
 
 
@@ -142,6 +142,15 @@ ACTS += [
         "write_file",
         {"path": "d/one.txt", "content": "NEW\n"},
         TREE,
+    ),
+    # A file system without O_TMPFILE, with renameat2: the file named at the root's top is
+    # swapped across into `d` (the `exchange` record names the root too).
+    Act(
+        "write over a file in a folder, without O_TMPFILE",
+        "write_file",
+        {"path": "d/one.txt", "content": "NEW\n"},
+        TREE,
+        {NO_TMPFILE_ENV: "1"},
     ),
 ]
 # On the portable path too, where it differs. Not in the pass that runs the whole suite
