@@ -7,15 +7,16 @@ a file being written exist under a temp name of ours until they are put in place
 above it) out of the roots while they are built takes them along, and out there the kernel
 sandbox refuses their removal: a temp entry left outside the roots.
 
-So they are built in the destination's *staging folder*: the topmost folder on the way from the
-root down to the destination's folder that is on the same mount as that folder, that is the
-root itself, or, for a destination on another filesystem mounted inside the root, the folder
-that filesystem is mounted on. Only the final rename (put_in_place: checked before and after,
-with the staging folder as the new entry's folder) moves the entry across folders into the
-folder checked. No move inside the roots can carry the staging folder out: a tool never moves a
-root (and a root another process moves is refused at every call, dirfd.Places.check_root), and
-a mount point cannot be renamed (EBUSY). What is left: a folder *above* a mount point inside the
-root, moved out by another process, takes the mount along with the staging folder on it.
+So they are built in the destination's *staging folder*: from the destination's folder, walk up
+its route toward the root while the folder above is on the same device; the last folder reached,
+the root itself or, for a destination on another filesystem mounted inside the root, the folder
+that filesystem is mounted on, if it is on the same mount as the destination's folder. Only the
+final rename (put_in_place: checked before and after, with the staging folder as the new entry's
+folder) moves the entry across folders into the folder checked. No move inside the roots can
+carry the staging folder out: a tool never moves a root (and a root another process moves is
+refused at every call, dirfd.Places.check_root), and a mount point cannot be renamed (EBUSY).
+What is left: a folder *above* a mount point inside the root, moved out by another process,
+takes the mount along with the staging folder on it.
 
 Built in the destination's folder itself, as before:
 - under Landlock ABI 1, which has no REFER right: the kernel refuses every rename across
