@@ -362,19 +362,23 @@ def test_a_destination_on_a_bind_mount_of_the_roots_own_filesystem_is_built_in_p
 
 
 @needs_root
+@pytest.mark.parametrize("moved", [False, True], ids=["stays", "moved-out-before-restart"])
 @pytest.mark.parametrize("tool", ["copy", "move"])
 def test_a_server_killed_once_a_tree_is_built_in_staging_has_it_removed_at_the_next_start(
-    tmp_path: Path, disk: Path, own_xdg_folders: Path, tool: str
+    tmp_path: Path, disk: Path, own_xdg_folders: Path, tool: str, moved: bool
 ) -> None:
     """Killed (SIGKILL) at `built temp`, the tree sits at the top of the root its journal
     record names: the next start removes it there (a move's source goes back under its
-    name), and every root is as before, nothing of ours left, the journals empty. The copy
-    into `docs/sub` of the first root; the move to `docs/sub` of another filesystem served as
-    a second root."""
-    root, inner = tmp_path / "root", disk / "inner"
+    name), and every root is as before, nothing of ours left, the journals empty; so too
+    when the destination's folder is moved out of the roots before the next start (it takes
+    nothing of ours along). The copy into `docs/sub` of the first root; the move to
+    `docs/sub` of another filesystem served as a second root."""
+    root, inner, outside = tmp_path / "root", disk / "inner", disk / "outside"
     tree(root)
     destination(root)
     destination(inner)
+    outside.mkdir()
+    there = root if tool == "copy" else inner  # the destination's root
     before = entries(root), entries(inner)
     target = "docs/sub/e" if tool == "copy" else str(inner / "docs" / "sub" / "e")
     pauses = Pauses(tmp_path / "steps")
@@ -383,14 +387,23 @@ def test_a_server_killed_once_a_tree_is_built_in_staging_has_it_removed_at_the_n
             raw.call(tool, source="d", destination=target)
             while pauses.next_line() != "paused built temp":
                 pauses.go()
-            built = ours(inner if tool == "move" else root)
+            built = ours(there)
             assert len(built) == 1 and "/" not in built[0], built  # at the top of the root
             raw.process.kill()
             raw.process.wait()
     finally:
         pauses.close()
+    if moved:  # on the destination's filesystem, out of the roots
+        away = tmp_path / "away" if tool == "copy" else outside / "sub"
+        os.rename(there / "docs" / "sub", away)
+        assert entries(away) == {"a.txt": b"sub a\n"}
     with FilesystemServer([root, inner]) as server:
         server.ok("list_allowed_roots")
-    assert (entries(root), entries(inner)) == before
+    expected = {root: before[0], inner: before[1]}
+    if moved:  # taken away by the person, with nothing of ours in it
+        assert entries(away) == {"a.txt": b"sub a\n"}
+        kept = expected[there].items()
+        expected[there] = {key: value for key, value in kept if not key.startswith("docs/sub")}
+    assert (entries(root), entries(inner)) == (expected[root], expected[inner])
     data = own_xdg_folders / "data"
     assert journal_sizes(data, root) == journal_sizes(data, inner) == [0]
