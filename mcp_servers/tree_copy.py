@@ -38,6 +38,7 @@ from mcp_servers.budget import check_budget
 from mcp_servers.dirfd import LIST_FLAGS, walk_down
 from mcp_servers.fileio import copy_sparse, open_checked
 from mcp_servers.permissions import take_over
+from mcp_servers.race_hook import step
 from mcp_servers.replacing import NEW_FILE_FLAGS
 from mcp_servers.reserved import RESERVED_PREFIX
 from mcp_servers.walking import SORTED_UP_TO, Unreadable
@@ -220,8 +221,10 @@ class Carrying(Policy):
         if first is None:
             return False
         where, left = first
+        step("linking", "/".join(parts))
         # Its folder is reached from the copy's own top one name at a time, following no
-        # link (the copy's folders are ours, but under a root).
+        # link (the copy's folders are ours, but under a root: a folder swapped for a link
+        # there must not make this a link to a file elsewhere).
         holder = walk_down(self.top, where[:-1], self.path(where[:-1]))
         try:
             os.link(where[-1], name, src_dir_fd=holder, dst_dir_fd=into, follow_symlinks=False)

@@ -686,3 +686,78 @@ def test_a_folder_with_a_subfolder_it_cannot_list_is_not_moved_across(
     assert list(small_disk.iterdir()) == [] and hidden(root) == []
     data = own_xdg_folders / "data"
     assert journal_sizes(data, root) == journal_sizes(data, small_disk) == [0]
+
+
+@needs_root
+def test_a_reserved_name_made_in_a_folder_while_it_is_copied_across_stops_the_move(
+    tmp_path: Path, small_disk: Path, own_xdg_folders: Path
+) -> None:
+    """The scan found nothing; an entry under a kept name is made in the folder (set aside
+    under its temp name) right before the copy: the copy meets it, and the move is refused
+    with the same line, its partial copy removed and the folder back under its name."""
+    root = tmp_path / "root"
+    root.mkdir()
+    tree(root)
+    pauses = Pauses(tmp_path / "steps")
+    try:
+        with FilesystemServer([root, small_disk], env={STEP_PAUSE_ENV: str(pauses.folder)}) as s:
+            call = pauses.start(s, "move", source="d", destination=str(small_disk / "d"))
+            pauses.reached("recorded", "temp")  # set aside and scanned; the copy is next
+            (aside,) = hidden(root)
+            (aside / "sub" / KEPT).write_text("made while it was copied\n")
+            result = pauses.finish(call)
+    finally:
+        pauses.close()
+    assert result.is_error and "\n" not in result.text
+    assert result.text.startswith(
+        f"cannot move 'd' to another filesystem: 'd/sub/{KEPT}' has a name this server keeps"
+    ), result.text
+    assert result.text.endswith("nothing was moved: rename it outside fsagent, then try again")
+    assert len(files_under(root / "d")) == 7 and hidden(root) == [root / "d" / "sub" / KEPT]
+    assert list(small_disk.iterdir()) == []
+    data = own_xdg_folders / "data"
+    assert journal_sizes(data, root) == journal_sizes(data, small_disk) == [0]
+
+
+@needs_root
+def test_a_hard_link_is_never_made_through_a_folder_swapped_for_a_link(
+    tmp_path: Path, own_xdg_folders: Path
+) -> None:
+    """Landlock off, the server's own checks alone: d/sub/a.txt is copied, and right before
+    d/z.txt (its other name) is linked to that copy, the copy's folder sub is swapped for a
+    link to a folder outside the roots holding an a.txt. The link is never made through it:
+    the move is refused, the outside file keeps its one name, nothing moved."""
+    disk = tmp_path / "disk"
+    disk.mkdir()
+    subprocess.run(["mount", "-t", "tmpfs", "-o", "size=1m", "tmpfs", str(disk)], check=True)
+    try:
+        (disk / "in").mkdir()
+        evil = disk / "outside" / "evil"
+        evil.mkdir(parents=True)
+        (evil / "a.txt").write_text("outside\n")
+        root = tmp_path / "root"
+        (root / "d" / "sub").mkdir(parents=True)
+        (root / "d" / "sub" / "a.txt").write_text("inside\n")
+        os.link(root / "d" / "sub" / "a.txt", root / "d" / "z.txt")
+        before = whole(root)
+        pauses = Pauses(tmp_path / "steps")
+        env = {STEP_PAUSE_ENV: str(pauses.folder), ABI_ENV: "0"}
+        try:
+            with FilesystemServer([root, disk / "in"], env=env) as server:
+                call = pauses.start(server, "move", source="d", destination=str(disk / "in" / "d"))
+                pauses.reached("linking", "z.txt")
+                (building,) = hidden(disk / "in")
+                os.rename(building / "sub", disk / "outside" / "sub_moved")
+                os.symlink(evil, building / "sub")
+                result = pauses.finish(call)
+        finally:
+            pauses.close()
+        assert result.is_error and "\n" not in result.text
+        assert "changed while this call ran" in result.text, result.text
+        assert (evil / "a.txt").read_text() == "outside\n"
+        assert (evil / "a.txt").stat().st_nlink == 1
+        assert list((disk / "in").iterdir()) == [] and whole(root) == before
+        data = own_xdg_folders / "data"
+        assert journal_sizes(data, root) == journal_sizes(data, disk / "in") == [0]
+    finally:
+        subprocess.run(["umount", "-l", str(disk)], check=True)
