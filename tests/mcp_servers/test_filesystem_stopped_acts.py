@@ -646,8 +646,13 @@ def test_a_folder_copy_skips_and_lists_the_servers_own_entries(
     (root / "d" / KEPT).write_text("kept aside\n")
     (root / "d" / "sub" / TEMP).mkdir()
     (root / "d" / "sub" / TEMP / "inside.txt").write_text("in progress\n")
+    (root / "d" / "sub").chmod(0o750)
+    umask = os.umask(0o022)
+    os.umask(umask)
     with FilesystemServer([root]) as server:
         done = json.loads(server.ok("copy", source="d", destination="e"))
+    # Each folder of the copy gets its source's bits less the umask once it is full.
+    assert stat.S_IMODE((root / "e" / "sub").stat().st_mode) == 0o750 & ~umask
     assert done["skipped_reserved"] == [f"d/{KEPT}", f"d/sub/{TEMP}"]
     assert (done["files"], done["folders"]) == (6, 1)
     copied = {str(path.relative_to(root / "e")) for path in (root / "e").rglob("*")}
