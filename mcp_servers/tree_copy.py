@@ -130,14 +130,14 @@ def copy_tree(source: int, folder: int, name: str, policy: Policy, progress: Cop
     `folder` (made by the caller, mode 0o700), entry by entry as `policy` says."""
     top = os.open(name, LIST_FLAGS, dir_fd=folder)
     policy.top = top
-    first = os.dup(source)
     stack: list[tuple[int, Iterator[os.DirEntry[str]], int, Parts]] = []
     try:
-        stack.append((first, listing(first), os.dup(top), ()))
-    except BaseException:
-        os.close(first)
-        raise
-    try:
+        first = os.dup(source)
+        try:
+            stack.append((first, listing(first), os.dup(top), ()))
+        except BaseException:
+            os.close(first)
+            raise
         while stack:
             check_budget()
             current, items, copy, parts = stack[-1]
