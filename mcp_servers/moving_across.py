@@ -1,57 +1,52 @@
-"""A folder moved to another filesystem: what cannot go, and the copy that goes.
+"""A folder moved to another filesystem: what cannot go, refused before anything is copied.
 
 A rename cannot cross filesystems (nor, under Landlock ABI 1, folders), so `move` copies a
-folder there (tree_writes.move_across) and removes the original once the copy is in place.
-The copy carries everything a move would: every folder (its owner, mode and extended
-attributes), every file (its bytes, holes kept, owner, mode and extended attributes, made
-durable before the original goes) and every link (its own text; `refuse_links_leaving` has
-checked where each leads from its new place). A FIFO, socket or device has no copy that is
-the same thing, so a tree holding one is refused before anything is copied, in one line,
-rather than moved without it (a folder copy skips and lists them; a move must not drop
-anything). Hard links inside the tree arrive as separate files with the same bytes.
+folder there (tree_writes.move_folder_across, with tree_copy.py's `Carrying` policy: owners,
+modes, attributes, links and hard links kept, all made durable) and removes the original once
+the copy is in place. A move must not drop anything, so before the copy the tree is scanned
+for what it cannot carry, and the move refused in one line that names the first such entry:
+
+- a FIFO, socket or device: it has no copy that is the same thing (a folder copy skips and
+  lists them);
+- an entry under one of the server's own names (reserved.py): another call's work in progress
+  (a file being written, an entry set aside) or one a stopped server left for the journal's
+  recovery to put back at the next start, or an entry kept aside (`.fsagent-kept-`). Carried
+  to the other filesystem it would leave the sight of the journal that knows what it is, and
+  there no tool could name it (a folder copy skips and lists them);
+- a folder that cannot be listed: what is below it can neither be checked nor copied.
 """
 
 from __future__ import annotations
 
 import os
-import posixpath
-import stat
-from collections.abc import Iterator
-from contextlib import suppress
 from dataclasses import dataclass
 
 from mcp.server.fastmcp.exceptions import ToolError
 
 from mcp_servers.budget import check_budget
-from mcp_servers.dirfd import LIST_FLAGS, open_listable, scan_names
-from mcp_servers.fileio import copy_sparse, open_checked
-from mcp_servers.permissions import take_over
-from mcp_servers.replacing import NEW_FILE_FLAGS
-from mcp_servers.xattrs import attributes_of, give_attributes
-
-Parts = tuple[str, ...]  # names below the folder moved
-
-
-@dataclass
-class Copied:
-    """How far a folder copy got: the files copied, and the entry (below the source) it
-    was at, so a copy that stops says where."""
-
-    files: int = 0
-    at: str = ""
+from mcp_servers.dirfd import LIST_FLAGS, TEMP_NAME, open_listable, scan_names
+from mcp_servers.fileio import kind_of
+from mcp_servers.names import quoted
+from mcp_servers.reserved import RESERVED_PREFIX
+from mcp_servers.tree_copy import Parts
 
 
 @dataclass
 class Uncarried:
-    """The entries below a folder that a copy cannot carry: how many, and the first."""
+    """What below a folder a copy cannot carry: the special files (how many, the first and
+    its mode), the first entry under a reserved name, the first folder that could not be
+    listed (and why). The scan stops at either of the last two."""
 
     count: int = 0
     first: Parts = ()
     mode: int = 0
+    reserved: Parts = ()
+    unlistable: Parts = ()
+    error: str = ""
 
 
 def uncarried(top: int) -> Uncarried:
-    """The FIFOs, sockets and devices below the listable folder `top` (no link followed)."""
+    """What a copy cannot carry below the listable folder `top` (no link followed)."""
     found = Uncarried()
     stack: list[tuple[int, Parts]] = [(os.dup(top), ())]
     try:
@@ -60,12 +55,20 @@ def uncarried(top: int) -> Uncarried:
             current, parts = stack.pop()
             try:
                 for item in scan_names(current):
+                    below = (*parts, item.name)
+                    if item.name.startswith(RESERVED_PREFIX):
+                        found.reserved = below
+                        return found
                     if item.is_dir(follow_symlinks=False):
-                        child = os.open(item.name, LIST_FLAGS, dir_fd=current)
-                        stack.append((child, (*parts, item.name)))
+                        try:
+                            child = os.open(item.name, LIST_FLAGS, dir_fd=current)
+                        except OSError as error:
+                            found.unlistable, found.error = below, error.strerror or str(error)
+                            return found
+                        stack.append((child, below))
                     elif not (item.is_file(follow_symlinks=False) or item.is_symlink()):
                         if not found.count:
-                            found.first = (*parts, item.name)
+                            found.first = below
                             found.mode = item.stat(follow_symlinks=False).st_mode
                         found.count += 1
             finally:
@@ -76,92 +79,55 @@ def uncarried(top: int) -> Uncarried:
     return found
 
 
-class CannotCarry(ToolError):
-    """An entry a copy cannot carry, met while copying (made after the check before it)."""
-
-    def __init__(self, parts: Parts, mode: int) -> None:
-        super().__init__("/".join(parts))
-        self.parts = parts
-        self.mode = mode
-
-
-def copy_tree(source: int, folder: int, name: str, progress: Copied, shown: str) -> None:
-    """Copy everything below the listable folder `source` (`shown`, raw, as errors name it)
-    into the folder `name` in `folder` (made by the caller, mode 0o700): each folder gets its
-    source's owner, mode and attributes once it is full, and is made durable with what it
-    holds."""
-    top = os.open(name, LIST_FLAGS, dir_fd=folder)
-    first = os.dup(source)
-    stack: list[tuple[int, Iterator[os.DirEntry[str]], int, Parts]] = [
-        (first, scan_names(first), top, ())
-    ]
-    try:
-        while stack:
-            check_budget()
-            current, items, copy, parts = stack[-1]
-            item = next(items, None)
-            if item is None:
-                stack.pop()
-                items.close()
-                try:
-                    finish_folder(current, copy, posixpath.join(shown, *parts))
-                finally:
-                    os.close(current)
-                    os.close(copy)
-                continue
-            below = (*parts, item.name)
-            progress.at = "/".join(below)
-            found = os.stat(item.name, dir_fd=current, follow_symlinks=False)
-            if stat.S_ISDIR(found.st_mode):
-                os.mkdir(item.name, 0o700, dir_fd=copy)
-                child = os.open(item.name, LIST_FLAGS, dir_fd=current)
-                try:
-                    made = os.open(item.name, LIST_FLAGS, dir_fd=copy)
-                except BaseException:
-                    os.close(child)
-                    raise
-                stack.append((child, scan_names(child), made, below))
-            elif stat.S_ISREG(found.st_mode):
-                copy_file(current, item.name, copy, posixpath.join(shown, *below))
-                progress.files += 1
-            elif stat.S_ISLNK(found.st_mode):
-                os.symlink(os.readlink(item.name, dir_fd=current), item.name, dir_fd=copy)
-                with suppress(PermissionError):  # not root: the link is ours, as a file's
-                    os.chown(
-                        item.name, found.st_uid, found.st_gid, dir_fd=copy, follow_symlinks=False
-                    )
-                progress.files += 1
-            else:
-                raise CannotCarry(below, found.st_mode)
-    finally:
-        for current, items, copy, _ in stack:
-            items.close()
-            os.close(current)
-            os.close(copy)
+def refusal(shown: str, found: Uncarried) -> ToolError | None:
+    """The one line that refuses to move the folder `shown` (raw) for what `found` holds,
+    or None when it holds nothing a copy cannot carry."""
+    lead = f"cannot move {quoted(shown)} to another filesystem"
+    if found.reserved:
+        return reserved_refusal(shown, found.reserved)
+    if found.unlistable:
+        return ToolError(
+            f"{lead}: {quoted(below(shown, found.unlistable))} could not be listed "
+            f"({found.error}), so what it holds can neither be checked nor copied; nothing "
+            "was moved: make it readable for this server's user, then try again"
+        )
+    if found.count:
+        return special_refusal(shown, found.first, found.mode, found.count)
+    return None
 
 
-def copy_file(folder: int, name: str, into: int, shown: str) -> None:
-    """The regular file `name` copied into the folder `into` with its owner, mode and
-    extended attributes, and made durable."""
-    reader, found = open_checked(folder, name, shown)
-    try:
-        writer = os.open(name, NEW_FILE_FLAGS, 0o600, dir_fd=into)
-        try:
-            copy_sparse(reader, writer)
-            take_over(writer, found)
-            give_attributes(writer, attributes_of(folder, name), shown)
-            os.fsync(writer)
-        finally:
-            os.close(writer)
-    finally:
-        os.close(reader)
+def special_refusal(shown: str, parts: Parts, mode: int, count: int = 1) -> ToolError:
+    """A FIFO, socket or device below the folder `shown` (`count` of them in all)."""
+    more = f" (and {count - 1:,} more such entries)" if count > 1 else ""
+    return ToolError(
+        f"cannot move {quoted(shown)} to another filesystem: {quoted(below(shown, parts))} "
+        f"is a {kind_of(mode)}{more}, which a copy cannot carry there; nothing was moved"
+    )
 
 
-def finish_folder(source: int, copy: int, shown: str) -> None:
-    """A copied folder, full now: its source's owner, mode and attributes, made durable."""
-    take_over(copy, os.fstat(source))
-    give_attributes(copy, attributes_of(source, "."), shown)
-    os.fsync(copy)
+def reserved_refusal(shown: str, parts: Parts) -> ToolError:
+    """An entry under one of the server's own names below the folder `shown`: which, what
+    it is, and what to do."""
+    if TEMP_NAME.fullmatch(parts[-1]):
+        what = (
+            "another call's work in progress, or one a stopped server left for the next "
+            "start to put back"
+        )
+        todo = "let that call finish (or start fsagent again on this folder), then try again"
+    else:
+        what = "an entry kept aside under a name no tool may use"
+        todo = "rename it outside fsagent, then try again"
+    return ToolError(
+        f"cannot move {quoted(shown)} to another filesystem: {quoted(below(shown, parts))} "
+        f"has a name this server keeps for its own entries (every name starting "
+        f"'{RESERVED_PREFIX}': {what}), which the move must not carry away from its journal; "
+        f"nothing was moved: {todo}"
+    )
+
+
+def below(shown: str, parts: Parts) -> str:
+    """An entry below the folder `shown` (both raw), as messages name it."""
+    return "/".join((shown, *parts)) if shown != "." else "/".join(parts)
 
 
 def sync_folder(folder: int) -> None:

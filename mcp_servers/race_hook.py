@@ -27,8 +27,10 @@ after an entry is set aside or swapped (`paused renamed aside`, `paused renamed 
 after a checked delete is committed (`paused committed aside`), once a file being written is full
 and before it is named or put in place (`paused written temp`), and after a temp name is gone
 and before its record is closed (`paused cleared temp`): a test kills the server at each of
-them (tests/mcp_servers/test_filesystem_journal.py). Its own variable, so the other tests
-never meet these.
+them (tests/mcp_servers/test_filesystem_journal.py); and before a folder moved across links
+a later name of a hard-linked file to its first copy (`paused linking <path below the
+folder>`, tree_copy.py), where a test swaps a folder of the copy for a link. Its own
+variable, so the other tests never meet these.
 
 FSAGENT_TEST_START_PAUSE pauses a tool call at the two points between taking its slot and
 beginning its work (tool_runner.py): on the loop, after the slot is taken and before a thread

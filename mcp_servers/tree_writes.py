@@ -18,12 +18,11 @@ import stat
 import time
 from collections.abc import Callable, Iterator
 from contextlib import ExitStack, contextmanager
-from pathlib import Path
 from typing import Any
 
 from mcp.server.fastmcp.exceptions import ToolError
 
-from mcp_servers.answers import CappedLines, more_marker, to_json
+from mcp_servers.answers import to_json
 from mcp_servers.budget import unbounded
 from mcp_servers.capture import (
     Held,
@@ -49,23 +48,36 @@ from mcp_servers.errors import describe
 from mcp_servers.fileio import copy_sparse, kind_of, not_regular, open_checked, open_regular
 from mcp_servers.journal import clear, commit, moved, record
 from mcp_servers.links import links_leaving
-from mcp_servers.moving_across import CannotCarry, Copied, copy_tree, sync_folder, uncarried
+from mcp_servers.moving_across import (
+    refusal,
+    reserved_refusal,
+    special_refusal,
+    sync_folder,
+    uncarried,
+)
 from mcp_servers.names import quoted, quoted_given, show
 from mcp_servers.parent_checks import verify
 from mcp_servers.permissions import check_writable
 from mcp_servers.plans import MISSING, Wanted, entry_state, folder_state
 from mcp_servers.platform_calls import rename_no_replace
 from mcp_servers.race_hook import pause, step
-from mcp_servers.replacing import NEW_FILE_FLAGS, WriteBase, finisher, replace_entry
+from mcp_servers.replacing import WriteBase, finisher, replace_entry
+from mcp_servers.reserved import RESERVED_PREFIX
 from mcp_servers.sandbox import Resolved, is_within
 from mcp_servers.staging import Staging, staging_for
 from mcp_servers.stopped import delete_stopped_line, remains, stopped_line
 from mcp_servers.tool_base import show_given
+from mcp_servers.tree_copy import (
+    PERMISSION_BITS,
+    CannotCarry,
+    Carrying,
+    Copied,
+    Copying,
+    copy_tree,
+)
 from mcp_servers.walking import Unreadable
 
 PARTIAL = ".fsagent-partial-"  # NAME.fsagent-partial-<time>: a copy that could not be removed
-SKIPPED_LISTED_BYTES = 64 * 1024  # of names a folder copy lists as skipped, per list
-PERMISSION_BITS = 0o777  # a copy keeps these of the source's mode, never setuid or setgid
 
 
 class TreeTools(WriteBase):
@@ -79,7 +91,8 @@ class TreeTools(WriteBase):
         A folder copy skips symlinks (and lists them); it never copies a link's target.
         """
         # Holes of sparse files are kept; the copy gets the source's permission bits, never
-        # setuid or setgid; special files in a folder are skipped and listed too.
+        # setuid or setgid; special files in a folder are skipped and listed too, and so are
+        # the server's own entries (tree_copy.py).
         wanted = self.wanted("copy", expect)
         src = self.target("copy", "source", source, wanted.get("source"))
         if not src.exists:
@@ -482,7 +495,7 @@ class TreeTools(WriteBase):
         progress = Copied()
         try:
             os.mkdir(building, 0o700, dir_fd=into.fd)
-            copy_tree(listed, into.fd, building, progress, held.shown)
+            copy_tree(listed, into.fd, building, Carrying(held.shown), progress)
             progress.at = ""
             step("built", "temp")
             if want is not None:  # and nothing below changed while it was copied
@@ -508,18 +521,12 @@ class TreeTools(WriteBase):
         moved(moving.name, target.place, target.name, copy)
 
     def refuse_uncarried(self, listed: int, held: Held) -> None:
-        """Refuse, before anything is copied, a folder holding what a copy cannot carry."""
-        found = uncarried(listed)
-        if found.count:
-            raise self.cannot_carry(held, found.first, found.mode, found.count)
-
-    def cannot_carry(self, held: Held, parts: tuple[str, ...], mode: int, count: int) -> ToolError:
-        first = quoted(beside(held.shown, "/".join(parts)))
-        more = f" (and {count - 1:,} more such entries)" if count > 1 else ""
-        return ToolError(
-            f"cannot move {quoted(held.shown)} to another filesystem: {first} is a "
-            f"{kind_of(mode)}{more}, which a copy cannot carry there; nothing was moved"
-        )
+        """Refuse, before anything is copied, a folder holding what a copy cannot carry
+        (moving_across.py): a FIFO, socket or device, an entry under the server's own names,
+        a folder that cannot be listed."""
+        refused = refusal(held.shown, uncarried(listed))
+        if refused is not None:
+            raise refused
 
     def move_copy_stopped(
         self, error: Exception, held: Held, target: Held, progress: Copied, note: str
@@ -527,7 +534,9 @@ class TreeTools(WriteBase):
         """A folder move across filesystems whose copy failed: `move` puts the source back,
         and the line says where the copy stopped, why, and what became of the partial copy."""
         if isinstance(error, CannotCarry):  # made after the check before the copy
-            return self.cannot_carry(held, error.parts, error.mode, 1)
+            if error.parts[-1].startswith(RESERVED_PREFIX):
+                return reserved_refusal(held.shown, error.parts)
+            return special_refusal(held.shown, error.parts, error.mode)
         if not isinstance(error, OSError):
             return ToolError(f"{describe(error)}{note}") if note else error
         shown, to = quoted(held.shown), quoted(target.shown)
@@ -642,13 +651,14 @@ class TreeTools(WriteBase):
             progress = Copied()
             try:
                 os.mkdir(building, 0o700, dir_fd=into.fd)
-                unreadable = Unreadable()
-                top = os.open(building, LIST_FLAGS, dir_fd=into.fd)
-                summary = self.copy_into(src, listed, top, unreadable, progress)
-                progress.at, progress.files = "", summary["files"]  # a later stop: the folder
+                shown = self.raw_relative(src.real)
+                policy = Copying(shown, self.umask, self.shown_below(src.real))
+                copy_tree(listed, into.fd, building, policy, progress)
+                progress.at = ""  # a later stop: the folder
                 step("built", "temp")
-                if unreadable.count:
-                    raise self.incomplete_copy(src, unreadable)
+                if policy.unreadable_folders.count:
+                    raise self.incomplete_copy(src, policy.unreadable_folders)
+                summary = policy.summary(progress.files)
                 if want is not None:  # and nothing below changed while it was copied
                     self.check_state(want, src, folder_state(listed))
                 confirm(source, paused=True)
@@ -706,49 +716,11 @@ class TreeTools(WriteBase):
         )
 
     def incomplete_copy(self, src: Resolved, unreadable: Unreadable) -> ToolError:
-        first = self.relative(Path(unreadable.first)) if unreadable.first else "?"
+        first = quoted(unreadable.first) if unreadable.first else "?"
         return ToolError(
             f"copy refused: {unreadable.count:,} folder(s) below {self.relative(src.real)} "
-            f"could not be read (first: '{first}': {unreadable.error}); nothing was copied"
+            f"could not be read (first: {first}: {unreadable.error}); nothing was copied"
         )
-
-    def copy_into(
-        self, src: Resolved, listed: int, top: int, unreadable: Unreadable, progress: Copied
-    ) -> dict[str, Any]:
-        files = folders = size = 0
-        skipped_links = CappedLines(SKIPPED_LISTED_BYTES)
-        skipped_other = CappedLines(SKIPPED_LISTED_BYTES)
-        shown = self.shown_below(src.real)
-        umask = self.umask
-        opened = [(top, stat.S_IMODE(os.fstat(listed).st_mode) & ~umask)]
-        try:
-            for entry, depth in self.walker.walk(src.real, unreadable=unreadable, held=listed):
-                while len(opened) > depth + 1:
-                    close_folder(*opened.pop())
-                below = opened[-1][0]
-                progress.at, progress.files = entry.relative, files
-                if entry.kind == "dir":
-                    mode = entry_stat(entry.folder_fd, entry.name).st_mode & ~umask
-                    os.mkdir(entry.name, 0o700, dir_fd=below)
-                    opened.append((os.open(entry.name, LIST_FLAGS, dir_fd=below), mode))
-                    folders += 1
-                elif entry.kind == "file":
-                    size += copy_entry(entry.folder_fd, entry.name, below, entry.path, umask)
-                    files += 1
-                elif entry.kind == "link":
-                    skipped_links.add(shown(entry.relative))
-                else:
-                    skipped_other.add(shown(entry.relative))
-        finally:
-            while opened:
-                close_folder(*opened.pop())
-        return {
-            "files": files,
-            "folders": folders,
-            "bytes": size,
-            "skipped_links": listed_names(skipped_links),
-            "skipped_other": listed_names(skipped_other),
-        }
 
     def refuse_root(self, resolved: Resolved, given: str, action: str) -> None:
         if self.sandbox.contains_a_root(resolved.real):
@@ -812,34 +784,3 @@ def raise_with_note(error: BaseException, note: str) -> None:
     if note and isinstance(error, Exception):
         raise ToolError(f"{describe(error)}{note}") from None
     raise error
-
-
-def listed_names(names: CappedLines) -> list[str]:
-    """The names kept, and how many more there were."""
-    return names.lines + ([more_marker(names.hidden)] if names.hidden else [])
-
-
-def close_folder(fd: int, mode: int) -> None:
-    """Close a copied folder, giving it its source's permission bits now that it is full."""
-    try:
-        os.fchmod(fd, stat.S_IMODE(mode) & PERMISSION_BITS)
-    finally:
-        os.close(fd)
-
-
-def copy_entry(
-    source_folder: int, name: str, destination_folder: int, path: str, umask: int
-) -> int:
-    """Copy the regular file `name` between folders (holes kept); return its size."""
-    reader, found = open_checked(source_folder, name, path)
-    try:
-        mode = stat.S_IMODE(found.st_mode) & PERMISSION_BITS & ~umask
-        writer = os.open(name, NEW_FILE_FLAGS, 0o600, dir_fd=destination_folder)
-        try:
-            size, _ = copy_sparse(reader, writer)
-            os.fchmod(writer, mode)
-        finally:
-            os.close(writer)
-    finally:
-        os.close(reader)
-    return size

@@ -4,6 +4,10 @@ entry it cannot remove, a folder copy that cannot read a file. Real servers on r
 What could not be deleted is back under its own path (never left in a `.fsagent-*` folder),
 the journal is empty, and the answer is one line that says what was deleted and what remains,
 with counts and the first paths, so the person and the model see the truth.
+
+A folder moved to another filesystem (a tmpfs the tests mount as a second root) arrives whole,
+hard links inside it kept, or is refused in one line with nothing moved: a FIFO, an entry
+under the server's own names, a subfolder that cannot be listed.
 """
 
 from __future__ import annotations
@@ -18,7 +22,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from mcp_session import FilesystemServer, RawServer
+from mcp_session import PORTABLE_ENV, FilesystemServer, RawServer
 from race_pause import Pauses
 
 from mcp_servers.kernel_sandbox import ABI_ENV, abi_cap, kernel_abi
@@ -477,3 +481,288 @@ def test_a_folder_whose_parent_leaves_the_root_while_it_is_copied_across_is_not_
     assert whole(outside / "docs" / "d") == before and hidden(outside) == []
     data = own_xdg_folders / "data"
     assert journal_sizes(data, root) == journal_sizes(data, small_disk) == [0]
+
+
+# -- the limits of a folder moved across or copied (issue 40) ---------------------------------
+# Each made to hold as a user of `mv` or `cp -a` expects, or refused in one line: hard links
+# inside a folder moved across arrive as hard links; an entry under the server's own names
+# inside it refuses the move (a copy skips and lists it); a subfolder that cannot be listed
+# refuses the move, nothing moved.
+
+needs_root = pytest.mark.skipif(os.geteuid() != 0, reason="mounting a tmpfs needs root")
+PATHS = {
+    "plain": {},
+    "portable": {PORTABLE_ENV: "1"},
+    "landlock-off": {ABI_ENV: "0"},
+    "landlock-1": {ABI_ENV: "1"},  # no link across folders there, as no rename
+}
+TEMP = ".fsagent-0123456789abcdef.tmp"
+KEPT = ".fsagent-kept-0123456789abcdef"
+
+
+def inode_groups(folder: Path) -> set[frozenset[str]]:
+    """The names below `folder` that share one file, for each file with more than one."""
+    groups: dict[int, set[str]] = {}
+    for path in folder.rglob("*"):
+        found = path.lstat()
+        if stat.S_ISREG(found.st_mode):
+            groups.setdefault(found.st_ino, set()).add(str(path.relative_to(folder)))
+    return {frozenset(names) for names in groups.values() if len(names) > 1}
+
+
+def move_across(server: FilesystemServer, source: str, to: Path) -> Any:
+    """The move as the agent makes it: with its plan's `expect`."""
+    args = {"source": source, "destination": str(to)}
+    expect = json.loads(server.ok("plan", tool="move", args=args))["paths"]
+    return server.call("move", **args, expect=expect)
+
+
+def nothing_moved(root: Path, before: dict[str, Any], disk: Path, data: Path) -> None:
+    assert whole(root) == before and list(disk.iterdir()) == []
+    assert journal_sizes(data, root) == journal_sizes(data, disk) == [0]
+
+
+@needs_root
+@pytest.mark.parametrize("env", PATHS.values(), ids=PATHS.keys())
+def test_hard_links_inside_a_folder_moved_across_arrive_as_one_file(
+    tmp_path: Path, small_disk: Path, own_xdg_folders: Path, env: dict[str, str]
+) -> None:
+    """d/a.txt has two more names in the folder (one in a subfolder, one beside it), and
+    d/shared.txt one outside it: the three arrive as one file (one inode, three links), the
+    one whose other name stays behind as a file of its own, as `mv` does."""
+    root = tmp_path / "root"
+    root.mkdir()
+    tree(root)
+    (root / "d" / "a.txt").chmod(0o640)
+    os.link(root / "d" / "a.txt", root / "d" / "sub" / "again.txt")
+    os.link(root / "d" / "a.txt", root / "d" / "also.txt")
+    (root / "d" / "shared.txt").write_text("shared\n")
+    os.link(root / "d" / "shared.txt", root / "outer.txt")
+    before = whole(root / "d")
+    with FilesystemServer([root, small_disk], env=env) as server:
+        result = move_across(server, "d", small_disk / "d")
+    assert not result.is_error, result.text
+    moved = small_disk / "d"
+    assert whole(moved) == before  # bytes, modes, links' texts, folders
+    one_file = {"a.txt", "sub/again.txt", "also.txt"}
+    if env.get(ABI_ENV) == "1" and kernel_abi()[0] > 0:  # sub/again.txt: a copy of its own
+        one_file.remove("sub/again.txt")
+    assert inode_groups(moved) == {frozenset(one_file)}
+    assert (moved / "a.txt").stat().st_nlink == len(one_file)
+    assert (moved / "shared.txt").stat().st_nlink == 1
+    assert (root / "outer.txt").read_text() == "shared\n"
+    assert (root / "outer.txt").stat().st_nlink == 1  # its other name went with d
+    assert not (root / "d").exists() and hidden(root) == [] and hidden(small_disk) == []
+    data = own_xdg_folders / "data"
+    assert journal_sizes(data, root) == journal_sizes(data, small_disk) == [0]
+
+
+@needs_root
+@pytest.mark.parametrize(
+    ("name", "todo"),
+    [
+        (TEMP, "let that call finish (or start fsagent again on this folder), then try again"),
+        (KEPT, "rename it outside fsagent, then try again"),
+    ],
+    ids=["temp", "kept"],
+)
+def test_a_folder_holding_a_reserved_name_is_not_moved_across(
+    tmp_path: Path, small_disk: Path, own_xdg_folders: Path, name: str, todo: str
+) -> None:
+    """An entry under the server's own names (here one no live server owns) refuses the move
+    before anything is copied: which entry, what it is, what to do; nothing moved."""
+    root = tmp_path / "root"
+    root.mkdir()
+    tree(root)
+    (root / "d" / "sub" / name).write_text("someone's work\n")
+    before = whole(root)
+    pauses = Pauses(tmp_path / "steps")
+    try:
+        with FilesystemServer([root, small_disk], env={STEP_PAUSE_ENV: str(pauses.folder)}) as s:
+            args = {"source": "d", "destination": str(small_disk / "d")}
+            expect = json.loads(s.ok("plan", tool="move", args=args))["paths"]
+            call = pauses.start(s, "move", **args, expect=expect)
+            pauses.reached("renamed", "aside")
+            result = pauses.finish(call)
+    finally:
+        pauses.close()
+    # Refused before the copy began: no temp tree was ever made on the other filesystem.
+    assert "paused recorded temp" not in pauses.seen, pauses.seen
+    assert result.is_error and "\n" not in result.text
+    assert result.text.startswith(
+        f"cannot move 'd' to another filesystem: 'd/sub/{name}' has a name this server keeps "
+        "for its own entries (every name starting '.fsagent-': "
+    ), result.text
+    assert result.text.endswith(
+        f"which the move must not carry away from its journal; nothing was moved: {todo}"
+    ), result.text
+    nothing_moved(root, before, small_disk, own_xdg_folders / "data")
+
+
+@needs_root
+def test_another_calls_work_in_progress_in_a_folder_refuses_its_move_across(
+    tmp_path: Path, small_disk: Path, own_xdg_folders: Path
+) -> None:
+    """A second server holds move(d/a.txt -> d/moved.txt) with d/a.txt set aside under its temp
+    name in d; moving d across meanwhile would take that entry out of the first server's
+    journal's sight: refused, nothing moved, and the first move then completes."""
+    root = tmp_path / "root"
+    root.mkdir()
+    tree(root)
+    pauses = Pauses(tmp_path / "steps")
+    try:
+        with FilesystemServer([root], env={STEP_PAUSE_ENV: str(pauses.folder)}) as first:
+            call = pauses.start(first, "move", source="d/a.txt", destination="d/moved.txt")
+            pauses.reached("renamed", "aside")
+            (aside,) = hidden(root)
+            before = whole(root)
+            with FilesystemServer([root, small_disk]) as second:
+                result = move_across(second, "d", small_disk / "d")
+            assert whole(root) == before and list(small_disk.iterdir()) == []
+            done = pauses.finish(call)
+    finally:
+        pauses.close()
+    assert result.is_error and "\n" not in result.text
+    assert result.text.startswith(
+        f"cannot move 'd' to another filesystem: 'd/{aside.name}' has a name this server keeps"
+    ), result.text
+    assert "another call's work in progress" in result.text
+    assert not done.is_error, done.text
+    assert (root / "d" / "moved.txt").read_text() == "a.txt\n" and not (
+        root / "d" / "a.txt"
+    ).exists()
+    assert hidden(root) == [] and set(journal_sizes(own_xdg_folders / "data", root)) == {0}
+
+
+def test_a_folder_copy_skips_and_lists_the_servers_own_entries(
+    tmp_path: Path, own_xdg_folders: Path
+) -> None:
+    """A copy leaves the source where the journal knows it, so it goes on without them: each
+    is skipped (a folder under such a name with what it holds), listed, and never made in the
+    copy, where no tool could name it and no journal would know it."""
+    root = tmp_path / "root"
+    root.mkdir()
+    tree(root)
+    (root / "d" / KEPT).write_text("kept aside\n")
+    (root / "d" / "sub" / TEMP).mkdir()
+    (root / "d" / "sub" / TEMP / "inside.txt").write_text("in progress\n")
+    (root / "d" / "sub").chmod(0o750)
+    umask = os.umask(0o022)
+    os.umask(umask)
+    with FilesystemServer([root]) as server:
+        done = json.loads(server.ok("copy", source="d", destination="e"))
+    # Each folder of the copy gets its source's bits less the umask once it is full.
+    assert stat.S_IMODE((root / "e" / "sub").stat().st_mode) == 0o750 & ~umask
+    assert done["skipped_reserved"] == [f"d/{KEPT}", f"d/sub/{TEMP}"]
+    assert (done["files"], done["folders"]) == (6, 1)
+    copied = {str(path.relative_to(root / "e")) for path in (root / "e").rglob("*")}
+    assert copied == {"a.txt", "b.txt", "c.txt", "sub", "sub/keep.txt", "sub/b.txt", "sub/z.txt"}
+    assert (root / "d" / KEPT).exists() and (root / "d" / "sub" / TEMP / "inside.txt").exists()
+    assert journal_sizes(own_xdg_folders / "data", root) == [0]
+
+
+@needs_root
+def test_a_folder_with_a_subfolder_it_cannot_list_is_not_moved_across(
+    tmp_path: Path, small_disk: Path, own_xdg_folders: Path
+) -> None:
+    """Without CAP_DAC_OVERRIDE, d/sub/closed (mode 0311) cannot be listed: what it holds can
+    be neither checked nor copied, so the move is refused in one line, nothing moved."""
+    root = tmp_path / "root"
+    root.mkdir()
+    tree(root)
+    closed = root / "d" / "sub" / "closed"
+    closed.mkdir()
+    (closed / "secret.txt").write_text("secret\n")
+    closed.chmod(0o311)
+    try:
+        before = whole(root)
+        with FilesystemServer([root, small_disk], wrapper=AS_A_PERSON) as server:
+            result = server.call("move", source="d", destination=str(small_disk / "d"))
+        after = whole(root)
+    finally:
+        closed.chmod(0o755)
+    assert result.is_error and "\n" not in result.text
+    assert result.text == (
+        "cannot move 'd' to another filesystem: 'd/sub/closed' could not be listed (Permission "
+        "denied), so what it holds can neither be checked nor copied; nothing was moved: make "
+        "it readable for this server's user, then try again"
+    )
+    assert after == before and (closed / "secret.txt").read_text() == "secret\n"
+    assert list(small_disk.iterdir()) == [] and hidden(root) == []
+    data = own_xdg_folders / "data"
+    assert journal_sizes(data, root) == journal_sizes(data, small_disk) == [0]
+
+
+@needs_root
+def test_a_reserved_name_made_in_a_folder_while_it_is_copied_across_stops_the_move(
+    tmp_path: Path, small_disk: Path, own_xdg_folders: Path
+) -> None:
+    """The scan found nothing; an entry under a kept name is made in the folder (set aside
+    under its temp name) right before the copy: the copy meets it, and the move is refused
+    with the same line, its partial copy removed and the folder back under its name."""
+    root = tmp_path / "root"
+    root.mkdir()
+    tree(root)
+    pauses = Pauses(tmp_path / "steps")
+    try:
+        with FilesystemServer([root, small_disk], env={STEP_PAUSE_ENV: str(pauses.folder)}) as s:
+            call = pauses.start(s, "move", source="d", destination=str(small_disk / "d"))
+            pauses.reached("recorded", "temp")  # set aside and scanned; the copy is next
+            (aside,) = hidden(root)
+            (aside / "sub" / KEPT).write_text("made while it was copied\n")
+            result = pauses.finish(call)
+    finally:
+        pauses.close()
+    assert result.is_error and "\n" not in result.text
+    assert result.text.startswith(
+        f"cannot move 'd' to another filesystem: 'd/sub/{KEPT}' has a name this server keeps"
+    ), result.text
+    assert result.text.endswith("nothing was moved: rename it outside fsagent, then try again")
+    assert len(files_under(root / "d")) == 7 and hidden(root) == [root / "d" / "sub" / KEPT]
+    assert list(small_disk.iterdir()) == []
+    data = own_xdg_folders / "data"
+    assert journal_sizes(data, root) == journal_sizes(data, small_disk) == [0]
+
+
+@needs_root
+def test_a_hard_link_is_never_made_through_a_folder_swapped_for_a_link(
+    tmp_path: Path, own_xdg_folders: Path
+) -> None:
+    """Landlock off, the server's own checks alone: d/sub/a.txt is copied, and right before
+    d/z.txt (its other name) is linked to that copy, the copy's folder sub is swapped for a
+    link to a folder outside the roots holding an a.txt. The link is never made through it:
+    the move is refused, the outside file keeps its one name, nothing moved."""
+    disk = tmp_path / "disk"
+    disk.mkdir()
+    subprocess.run(["mount", "-t", "tmpfs", "-o", "size=1m", "tmpfs", str(disk)], check=True)
+    try:
+        (disk / "in").mkdir()
+        evil = disk / "outside" / "evil"
+        evil.mkdir(parents=True)
+        (evil / "a.txt").write_text("outside\n")
+        root = tmp_path / "root"
+        (root / "d" / "sub").mkdir(parents=True)
+        (root / "d" / "sub" / "a.txt").write_text("inside\n")
+        os.link(root / "d" / "sub" / "a.txt", root / "d" / "z.txt")
+        before = whole(root)
+        pauses = Pauses(tmp_path / "steps")
+        env = {STEP_PAUSE_ENV: str(pauses.folder), ABI_ENV: "0"}
+        try:
+            with FilesystemServer([root, disk / "in"], env=env) as server:
+                call = pauses.start(server, "move", source="d", destination=str(disk / "in" / "d"))
+                pauses.reached("linking", "z.txt")
+                (building,) = hidden(disk / "in")
+                os.rename(building / "sub", disk / "outside" / "sub_moved")
+                os.symlink(evil, building / "sub")
+                result = pauses.finish(call)
+        finally:
+            pauses.close()
+        assert result.is_error and "\n" not in result.text
+        assert "changed while this call ran" in result.text, result.text
+        assert (evil / "a.txt").read_text() == "outside\n"
+        assert (evil / "a.txt").stat().st_nlink == 1
+        assert list((disk / "in").iterdir()) == [] and whole(root) == before
+        data = own_xdg_folders / "data"
+        assert journal_sizes(data, root) == journal_sizes(data, disk / "in") == [0]
+    finally:
+        subprocess.run(["umount", "-l", str(disk)], check=True)
