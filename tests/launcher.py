@@ -77,6 +77,12 @@ PRELOADED = (
     "ormsgpack",
     "rich.console",
     "prompt_toolkit",
+    # `fsagent serve`'s (tests/serving.py ServeProcess, ~35 a run): 0.08 CPU s a start.
+    "fastapi",
+    "fastapi.responses",
+    "fastapi.staticfiles",
+    "starlette.middleware.cors",
+    "uvicorn",
     # The MCP server's (tests/server_stub.py): mcp_servers.filesystem's libraries.
     "mcp.types",
     "mcp.server.fastmcp",

@@ -1,18 +1,20 @@
 """The HTTP service under test: in this process through httpx's ASGI transport (the app the
 command line wires: real store, real MCP server, the LM Studio stand-in over HTTP), or as a
 real `fsagent serve` process where a restart or a signal is meant (forked from the worker's
-launcher, tests/launcher.py, unless FSAGENT_TEST_EXEC_AGENTS=1)."""
+launcher, tests/launcher.py, unless FSAGENT_TEST_EXEC_AGENTS=1). Either way the MCP server is
+a real process forked by that launcher, as a piped session's is (tests/server_stub.py)."""
 
 from __future__ import annotations
 
 import asyncio
 import json
+import os
 import re
 import subprocess
 import threading
 import time
-from collections.abc import AsyncIterator, Awaitable, Callable
-from contextlib import asynccontextmanager
+from collections.abc import AsyncIterator, Awaitable, Callable, Iterator
+from contextlib import asynccontextmanager, contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -127,6 +129,28 @@ def approve_over_http(url: str, thread: str) -> httpx.Response:
     )
 
 
+@contextmanager
+def servers_forked() -> Iterator[None]:
+    """The MCP server of an app opened in this process, forked by the worker's launcher (as
+    `Workspace.run` has it for a piped session) rather than exec'd: each exec'd server paid
+    the MCP SDK's import, ~0.5 of the ~0.7 CPU seconds an in-process app took to open. The
+    server reads FSAGENT_TEST_SERVER_LAUNCHER from this process's environment when it starts
+    (core/tools/server_process.py), so it is set for as long as the app is open. With
+    FSAGENT_TEST_EXEC_AGENTS=1 the server is exec'd, as every agent's is then."""
+    if agents_execd():
+        yield
+        return
+    before = os.environ.get(SERVER_LAUNCHER_ENV)
+    os.environ[SERVER_LAUNCHER_ENV] = LAUNCHER.started()
+    try:
+        yield
+    finally:
+        if before is None:
+            os.environ.pop(SERVER_LAUNCHER_ENV, None)
+        else:
+            os.environ[SERVER_LAUNCHER_ENV] = before
+
+
 @asynccontextmanager
 async def serving(
     workspace: Workspace,
@@ -152,10 +176,11 @@ async def serving(
         max_tokens=max_tokens,
     )
     access = Access(host=host, port=PORT, token=token, allowed_hosts=allowed_hosts)
-    async with open_service(settings, access) as app:
-        transport = httpx.ASGITransport(app=app)
-        async with httpx.AsyncClient(transport=transport, base_url=base, timeout=60) as client:
-            yield Served(client, app)
+    with servers_forked():
+        async with open_service(settings, access) as app:
+            transport = httpx.ASGITransport(app=app)
+            async with httpx.AsyncClient(transport=transport, base_url=base, timeout=60) as c:
+                yield Served(c, app)
 
 
 def sse_events(text: str) -> list[tuple[str, dict]]:

@@ -53,7 +53,7 @@ def serving(workspace: Workspace, writes: dict[str, tuple[str, str]]) -> Iterato
 
 @asynccontextmanager
 async def inbox(browser: BrowserThread, url: str) -> AsyncIterator[Any]:
-    page = await browser.browser.new_page(viewport={"width": 1280, "height": 900})
+    page = await browser.tab(viewport={"width": 1280, "height": 900})
     page.set_default_timeout(120_000)  # two shared cores, other tests beside it
     try:
         await page.goto(f"{url}/")
@@ -63,7 +63,7 @@ async def inbox(browser: BrowserThread, url: str) -> AsyncIterator[Any]:
         await page.locator("#live-state", has_text="live").wait_for()
         yield page
     finally:
-        await page.close()
+        await browser.done(page)
 
 
 def numbered(which: str, number: int) -> Any:

@@ -36,7 +36,7 @@ def test_a_yes_sent_with_another_calls_preview_is_told_apart_from_a_change(
             timeout=60,
         )
         assert said.status_code == 200, said.text
-        page = await browser.browser.new_page()
+        page = await browser.tab()
         page.set_default_timeout(120_000)  # two shared cores, other tests beside it
         release = asyncio.Event()
         try:
@@ -70,7 +70,7 @@ def test_a_yes_sent_with_another_calls_preview_is_told_apart_from_a_change(
             await thread.locator("button.submit").click()
             await thread.locator(".answer", has_text="Done.").wait_for()
         finally:
-            await page.close()
+            await browser.done(page)
 
     with FakeLLM(script, auto_route="filesystem") as llm:
         served = ServeProcess(workspace, llm.base_url)

@@ -45,7 +45,7 @@ def test_review_a_batch_in_the_inbox_page(
     script = [reply(tool_calls=calls), text(answer)]
 
     async def click_through(url: str, llm: FakeLLM) -> None:
-        page = await browser.browser.new_page()
+        page = await browser.tab()
         try:
             # The chat view: the request streams until it is queued for review.
             await page.goto(f"{url}/#chat")
@@ -98,7 +98,7 @@ def test_review_a_batch_in_the_inbox_page(
             assert "✓ write_file b.txt: done" in shown
             await page.screenshot(path=str(tmp_path / "inbox.png"), full_page=True)
         finally:
-            await page.close()
+            await browser.done(page)
 
     with FakeLLM(script, auto_route="filesystem") as llm:
         served = ServeProcess(workspace, llm.base_url)
@@ -159,7 +159,7 @@ def test_the_inbox_follows_the_server_and_reviews_as_a_reviewer_expects(
 
     async def review(served: ServeProcess, llm: FakeLLM) -> ServeProcess:
         url = served.url
-        page = await browser.browser.new_page()
+        page = await browser.tab()
         page.set_default_timeout(120_000)  # two shared cores, other tests beside it
         try:
             await page.goto(f"{url}/")
@@ -284,7 +284,7 @@ def test_the_inbox_follows_the_server_and_reviews_as_a_reviewer_expects(
             assert decided.status_code == 200
             await page.locator("#chat-log .agent", has_text="c.txt is there now.").wait_for()
         finally:
-            await page.close()
+            await browser.done(page)
         return served
 
     with FakeLLM(script, auto_route="filesystem") as llm:
@@ -344,7 +344,7 @@ def test_the_page_binds_its_yes_to_what_it_drew_and_shows_a_changed_long_line(
             timeout=60,
         )
         assert said.status_code == 200, said.text
-        page = await browser.browser.new_page()
+        page = await browser.tab()
         page.set_default_timeout(120_000)  # two shared cores, other tests beside it
         release = asyncio.Event()
         try:
@@ -395,7 +395,7 @@ def test_the_page_binds_its_yes_to_what_it_drew_and_shows_a_changed_long_line(
             await fresh.locator("button.approve-all").click()
             await fresh.locator(".answer", has_text="Both written.").wait_for()
         finally:
-            await page.close()
+            await browser.done(page)
 
     with FakeLLM(script, auto_route="filesystem") as llm:
         served = ServeProcess(workspace, llm.base_url, "--max-tokens", "30000")
@@ -426,7 +426,7 @@ def test_a_whole_diff_whose_file_changed_while_it_loaded_binds_no_yes_to_it(
             timeout=60,
         )
         assert said.status_code == 200, said.text
-        page = await browser.browser.new_page()
+        page = await browser.tab()
         page.set_default_timeout(120_000)
         pages = 0
 
@@ -452,7 +452,7 @@ def test_a_whole_diff_whose_file_changed_while_it_loaded_binds_no_yes_to_it(
             assert big.read_text() == "changed while the diff loaded\n"
             assert len(llm.requests_with_tools()) == 1  # nothing resumed
         finally:
-            await page.close()
+            await browser.done(page)
 
     with FakeLLM(script, auto_route="filesystem") as llm:
         served = ServeProcess(workspace, llm.base_url, "--max-tokens", "30000")
@@ -483,7 +483,7 @@ def test_an_approval_that_comes_during_the_page_s_fetch_is_shown_without_a_reloa
 
     async def review(url: str, llm: FakeLLM) -> None:
         await asyncio.to_thread(say, url, "a", "write a")
-        page = await browser.browser.new_page()
+        page = await browser.tab()
         page.set_default_timeout(120_000)
         fetched, release = asyncio.Event(), asyncio.Event()
         held = 0
@@ -517,7 +517,7 @@ def test_an_approval_that_comes_during_the_page_s_fetch_is_shown_without_a_reloa
             assert await page.locator("article.thread").count() == 2
             assert held >= 2  # it fetched again after the held answer
         finally:
-            await page.close()
+            await browser.done(page)
 
     with FakeLLM(script, auto_route="filesystem") as llm:
         served = ServeProcess(workspace, llm.base_url)

@@ -48,7 +48,7 @@ def paused(workspace: Workspace, calls: list[Any]) -> Iterator[str]:
 
 
 async def open_inbox(browser: BrowserThread, url: str) -> Any:
-    page = await browser.browser.new_page(viewport={"width": 1280, "height": 900})
+    page = await browser.tab(viewport={"width": 1280, "height": 900})
     page.set_default_timeout(120_000)  # two shared cores, other tests beside it
     await page.goto(f"{url}/#inbox")
     await page.fill("#token-input", TOKEN)
@@ -199,7 +199,7 @@ def test_look_alikes_and_drawn_whitespace_are_marked_where_they_are(
             )
             assert violations == [], "axe-core found:\n" + "\n".join(violations)
         finally:
-            await page.close()
+            await browser.done(page)
 
     with paused(workspace, calls) as url:
         browser.call(review(url))

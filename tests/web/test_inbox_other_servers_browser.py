@@ -66,7 +66,7 @@ def test_the_inbox_names_the_server_escapes_its_arguments_and_runs_it_when_appro
         assert unbound.status_code == 428, unbound.text
         assert not memory.exists()
 
-        page = await browser.browser.new_page()
+        page = await browser.tab()
         page.set_default_timeout(120_000)  # two shared cores, other tests beside it
         try:
             await page.goto(f"{url}/")
@@ -102,7 +102,7 @@ def test_the_inbox_names_the_server_escapes_its_arguments_and_runs_it_when_appro
             await thread.locator("button.submit").click()
             await thread.locator(".answer", has_text="Remembered.").wait_for()
         finally:
-            await page.close()
+            await browser.done(page)
 
     with FakeLLM(script, auto_route="general") as llm:
         served = ServeProcess(workspace, llm.base_url)

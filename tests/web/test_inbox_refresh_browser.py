@@ -45,10 +45,15 @@ def test_a_new_thread_fetches_only_itself_and_a_decision_being_made_elsewhere_st
     edited = {"path": "a.txt", "content": "my own words\n"}
 
     async def review(url: str) -> None:
-        page = await browser.browser.new_page()
+        page = await browser.tab()
         page.set_default_timeout(120_000)  # two shared cores, other tests beside it
         answers: list[Any] = []
-        page.on("response", lambda r: answers.append(r) if LISTING.search(r.url) else None)
+
+        def listing(response: Any) -> None:
+            if LISTING.search(response.url):
+                answers.append(response)
+
+        page.on("response", listing)
 
         async def listed_since(mark: int) -> list[tuple[int, int, list[str]]]:
             """(status, bytes, threads whose entries were sent) of each listing answer."""
@@ -120,7 +125,8 @@ def test_a_new_thread_fetches_only_itself_and_a_decision_being_made_elsewhere_st
             assert (await said.value).status == 304
             assert json.loads(await a.locator("textarea.edit-args").input_value()) == edited
         finally:
-            await page.close()
+            page.remove_listener("response", listing)  # the tab goes on to the next test
+            await browser.done(page)
 
     with FakeLLM(script(), auto_route="filesystem") as llm:
         served = ServeProcess(workspace, llm.base_url)
@@ -149,7 +155,7 @@ def test_a_refresh_that_crossed_a_look_again_never_leaves_a_state_that_is_gone(
 
     async def review(url: str) -> None:
         await asyncio.to_thread(say, url, "x", "change x")
-        page = await browser.browser.new_page()
+        page = await browser.tab()
         page.set_default_timeout(120_000)
         fetched, release = asyncio.Event(), asyncio.Event()
 
@@ -184,7 +190,7 @@ def test_a_refresh_that_crossed_a_look_again_never_leaves_a_state_that_is_gone(
             await thread.locator("span.del", has_text="-old x").wait_for()
             assert await thread.locator("span.del", has_text="someone else's").count() == 0
         finally:
-            await page.close()
+            await browser.done(page)
 
     with FakeLLM(llm_script, auto_route="filesystem") as llm:
         served = ServeProcess(workspace, llm.base_url)

@@ -82,7 +82,7 @@ def test_a_change_made_while_the_stream_reads_the_list_is_sent_at_once(
     env = {**QUIET_STREAM, "FSAGENT_TEST_INBOX_PAUSE": str(pauses.folder)}
 
     async def review(url: str) -> None:
-        page = await browser.browser.new_page()
+        page = await browser.tab()
         page.set_default_timeout(120_000)
         answerer: threading.Thread | None = None
         try:
@@ -104,7 +104,7 @@ def test_a_change_made_while_the_stream_reads_the_list_is_sent_at_once(
             await page.locator("#inbox-status", has_text="1 thread(s) waiting").wait_for()
             assert await page.locator("#approvals article.thread").count() == 1
         finally:
-            await page.close()
+            await browser.done(page)
             if answerer is not None:
                 os.write(pauses.paused, STOP)
                 answerer.join(timeout=60)
@@ -257,7 +257,7 @@ def test_the_chat_view_tells_the_whole_story_in_order(workspace: Workspace, brow
     who decided and when, then the result and the answer, in the order they happened."""
 
     async def chat(url: str) -> None:
-        page = await browser.browser.new_page()
+        page = await browser.tab()
         page.set_default_timeout(120_000)
         try:
             await page.goto(f"{url}/#chat")
@@ -270,7 +270,7 @@ def test_the_chat_view_tells_the_whole_story_in_order(workspace: Workspace, brow
             await page.locator("#chat-log .notice", has_text="the run ended").wait_for()
             lines = await page.locator("#chat-log .line").all_inner_texts()
         finally:
-            await page.close()
+            await browser.done(page)
         story = [
             "you> write s",
             "Queued for review",
@@ -308,7 +308,7 @@ def test_the_keys_the_focus_and_an_accessibility_check(
         return list(found)
 
     async def review(url: str) -> str:
-        page = await browser.browser.new_page()
+        page = await browser.tab()
         try:
             await signed_in(page, url)
             await page.locator('article.thread[data-thread="k"]').wait_for()
@@ -352,7 +352,7 @@ def test_the_keys_the_focus_and_an_accessibility_check(
             violations = await axe_violations(page)
             assert violations == [], "axe-core found:\n" + "\n".join(violations)
         finally:
-            await page.close()
+            await browser.done(page)
         return str(first)
 
     (workspace.root / "k.txt").write_text("".join(f"old {n}\n" for n in range(80)))
@@ -379,7 +379,7 @@ def test_a_list_answer_older_than_a_decision_never_draws_the_decided_batch_again
     Decided list alone. Everything drawn in the waiting list is recorded as it is drawn."""
 
     async def review(url: str) -> None:
-        page = await browser.browser.new_page()
+        page = await browser.tab()
         fetched, release, next_one = asyncio.Event(), asyncio.Event(), asyncio.Event()
         held = 0
 
@@ -417,7 +417,7 @@ def test_a_list_answer_older_than_a_decision_never_draws_the_decided_batch_again
             assert await page.evaluate("window.__drawn") == []
             assert await page.locator('article.thread[data-thread="t"]').count() == 1
         finally:
-            await page.close()
+            await browser.done(page)
 
     with stand_in(writes("t")) as llm:
         served = ServeProcess(workspace, llm.base_url)

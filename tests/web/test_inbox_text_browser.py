@@ -50,7 +50,7 @@ def paused(
 
 
 async def new_page(browser: BrowserThread) -> Any:
-    page = await browser.browser.new_page(viewport={"width": 1280, "height": 900})
+    page = await browser.tab(viewport={"width": 1280, "height": 900})
     page.set_default_timeout(120_000)  # two shared cores, other tests beside it
     return page
 
@@ -138,7 +138,7 @@ def test_bidi_and_control_characters_are_written_out_as_the_terminal_does(
             assert f"agent> {visible(words)}" in shown
             assert hidden_in(shown) == []
         finally:
-            await page.close()
+            await browser.done(page)
 
     with paused(workspace, request, words, calls, ask=False) as url:
         browser.call(review(url))
@@ -170,7 +170,7 @@ def test_changed_words_are_marked_on_the_changed_letters_after_emoji(
                 assert await removed.locator("mark.word").all_inner_texts() == ["alpha"], layout
                 assert await added.locator("mark.word").all_inner_texts() == ["bravo"], layout
         finally:
-            await page.close()
+            await browser.done(page)
 
     with paused(workspace, f"{KEY} rename it", "Renaming.", calls) as url:
         browser.call(review(url))
@@ -209,7 +209,7 @@ def test_long_tokens_wrap_and_the_page_never_scrolls_sideways(
             scrolled, window = await page_width(page)
             assert scrolled <= window
         finally:
-            await page.close()
+            await browser.done(page)
 
     with paused(workspace, request, words, calls) as url:
         browser.call(review(url))
@@ -224,7 +224,7 @@ def test_the_page_writes_out_what_the_terminal_writes_out(browser: BrowserThread
     points = [*range(0x10000), *astral]
 
     async def written_out() -> dict[str, dict[str, str]]:
-        page = await browser.browser.new_page()
+        page = await browser.tab()
         try:
             await page.add_script_tag(path=str(script))
             return dict(
@@ -237,7 +237,7 @@ def test_the_page_writes_out_what_the_terminal_writes_out(browser: BrowserThread
                 )
             )
         finally:
-            await page.close()
+            await browser.done(page)
 
     found = browser.call(written_out())
     for keep in ("", "\t"):
