@@ -277,7 +277,9 @@ def test_a_grant_given_by_the_admin_approves_the_next_call_in_that_folder(worksp
 
 
 def test_a_second_request_for_a_running_thread_is_refused(workspace: Workspace):
-    script = [reply(content="Thinking about it for a while.", delay=1.0)]
+    # Its first words, then held until released: the run is still going when the second
+    # request comes, for as long as the test needs.
+    script = [reply(content="Thinking about it for a while.", hold=True)]
 
     async def scenario() -> None:
         with FakeLLM(script, auto_route="general") as llm:
@@ -292,6 +294,7 @@ def test_a_second_request_for_a_running_thread_is_refused(workspace: Workspace):
                 )
                 assert second.status_code == 409
                 assert "is running in this server" in second.json()["error"]
+                llm.release()
                 events = await first
                 assert events[-1] == ("done", {"thread": "t", "status": "done"})
                 assert len(llm.requests_with_tools()) == 1
