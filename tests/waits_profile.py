@@ -50,24 +50,41 @@ def _stat(pid: int) -> tuple[int, float] | None:
     return int(fields[1]), ticks / _TICK
 
 
-def tree_cpu(root: int) -> float:
-    """CPU seconds of `root` and every process under it, reaped children included."""
-    parents: dict[int, int] = {}
-    cpu: dict[int, float] = {}
+def tree(root: int) -> dict[int, tuple[int, float]]:
+    """`root` and every process under it: pid -> (parent pid, CPU seconds, reaped children
+    included)."""
+    stats: dict[int, tuple[int, float]] = {}
     for entry in os.scandir("/proc"):
         if entry.name.isdigit():
             found = _stat(int(entry.name))
             if found is not None:
-                parents[int(entry.name)], cpu[int(entry.name)] = found
+                stats[int(entry.name)] = found
     children: dict[int, list[int]] = {}
-    for pid, parent in parents.items():
+    for pid, (parent, _) in stats.items():
         children.setdefault(parent, []).append(pid)
-    total, todo = 0.0, [root]
+    under, todo = {}, [root]
     while todo:
         pid = todo.pop()
-        total += cpu.get(pid, 0.0)
+        if pid in stats:
+            under[pid] = stats[pid]
         todo.extend(children.get(pid, ()))
-    return total
+    return under
+
+
+def spent(before: dict[int, tuple[int, float]], after: dict[int, tuple[int, float]]) -> float:
+    """CPU seconds the tree spent between two looks. A process gone since is counted through
+    the ancestor that reaped it (its time is in that one's); one whose ancestors are all gone
+    too left the tree (orphaned, reaped outside it) and is left out of both looks."""
+
+    def reaped_inside(pid: int) -> bool:
+        while pid in before:
+            pid = before[pid][0]
+            if pid in after:
+                return True
+        return False
+
+    kept = sum(cpu for pid, (_, cpu) in before.items() if pid in after or reaped_inside(pid))
+    return sum(cpu for _, cpu in after.values()) - kept
 
 
 class WaitsPlugin:
@@ -79,12 +96,12 @@ class WaitsPlugin:
     def pytest_runtest_protocol(self, item: pytest.Item) -> Iterator[None]:
         self.phases = {}
         load = os.getloadavg()[0]
-        cpu, wall = tree_cpu(os.getpid()), time.monotonic()
+        cpu, wall = tree(os.getpid()), time.monotonic()
         yield
         record = {
             "test": item.nodeid,
             "wall": round(time.monotonic() - wall, 3),
-            "cpu": round(tree_cpu(os.getpid()) - cpu, 3),
+            "cpu": round(spent(cpu, tree(os.getpid())), 3),
             "load": round(load, 1),
             **{phase: round(seconds, 3) for phase, seconds in self.phases.items()},
         }
