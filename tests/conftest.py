@@ -29,6 +29,7 @@ from pathlib import Path
 from typing import IO, Any
 
 import pytest
+import waits_profile
 from launcher import LAUNCHER, Launched, agents_execd
 
 import cli_runner
@@ -311,6 +312,7 @@ def tree_snapshot(folder: Path) -> dict[str, bytes]:
 
 
 def pytest_configure(config: pytest.Config) -> None:
+    waits_profile.register(config)  # FSAGENT_TEST_WAITS: where each test waits (opt-in)
     if hasattr(config, "workerinput"):
         return  # an xdist worker: the controller made the folder, the environment names it
     parent = Path(tempfile.gettempdir())

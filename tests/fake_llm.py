@@ -143,7 +143,8 @@ def reply(
     reasoning: sent as reasoning_content before the content.
     loop: appended to the content over and over until max_tokens (or the context) cuts it.
     hold: stream the first piece of the content, then wait for `FakeLLM.release()` (a test
-        acts while the answer is on the screen but not done, without a sleep).
+        acts while the answer is on the screen but not done, without a sleep; `FakeLLM.holding`
+        is set once the piece is sent).
     overflow: refuse the request as too long for the context, in the flavour's own words
     (as `context=` does), naming this many prompt tokens whatever the request holds: a
     server that counts more than the stand-in's tokenizer.
@@ -863,6 +864,7 @@ class _Handler(BaseHTTPRequestHandler):
             self._write_chunk(f"data: {json.dumps(chunk)}\n\n".encode())
             if holding and any(c["delta"].get("content") for c in chunk.get("choices", [])):
                 holding = False
+                self.server.fake.holding.set()
                 self.server.fake.released.wait(timeout=60)
         if step["drop_after"] is not None:
             self._drop()  # asked to drop after more chunks than there were: drop before [DONE]
@@ -962,6 +964,7 @@ class FakeLLM:
         self._cache_stats: list[CacheStat] = []
         self._lock = threading.Lock()
         self.released = threading.Event()  # a `hold` reply goes on (release())
+        self.holding = threading.Event()  # a `hold` reply has sent its first words and waits
         self._server: _Server | None = None
         self._thread: threading.Thread | None = None
 

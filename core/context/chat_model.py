@@ -3,7 +3,7 @@ server's)."""
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import openai
 from langchain_core.messages import BaseMessage
@@ -12,6 +12,9 @@ from pydantic import PrivateAttr, SecretStr
 
 from core.context.replies import REASONING_FIELDS, REASONING_KEY
 from core.context.tls import verify_for
+
+if TYPE_CHECKING:
+    import httpx2
 
 # A local model may think for minutes before its first token.
 REQUEST_SECONDS = 600
@@ -98,10 +101,13 @@ def make_chat_model(
     callbacks: list[Any] | None = None,
     *,
     max_tokens: int | None = None,
+    transport: httpx2.AsyncBaseTransport | None = None,
 ) -> PlainJSONChatOpenAI:
+    """The chat model on `base_url`; `transport` carries its requests instead of httpx's own
+    (a test reads the reply's bytes as they come through it)."""
     clients: dict[str, Any] = {}
     verify = verify_for(base_url)
-    if verify is not True:
+    if verify is not True or transport is not None:
         # ChatOpenAI's own clients (a sync one too, which fsagent never uses) would each load
         # the CA bundle for a server that speaks no TLS: core/context/tls.py.
         clients = {
@@ -109,7 +115,7 @@ def make_chat_model(
                 base_url=base_url, timeout=REQUEST_SECONDS, verify=verify
             ),
             "http_async_client": openai.DefaultAsyncHttpxClient(
-                base_url=base_url, timeout=REQUEST_SECONDS, verify=verify
+                base_url=base_url, timeout=REQUEST_SECONDS, verify=verify, transport=transport
             ),
         }
     return PlainJSONChatOpenAI(
@@ -127,5 +133,11 @@ def make_chat_model(
         temperature=0,
         max_retries=0,  # a local server that is down stays down; say so at once
         timeout=REQUEST_SECONDS,
+        # ChatOpenAI wraps each wait for a streamed chunk in asyncio.wait_for (120 s unless
+        # told). On Python 3.11 wait_for swallows a cancellation that lands while a chunk is
+        # being read (cpython gh-86296, fixed in 3.12): Ctrl-C then read the reply to its end
+        # while the server went on generating for us. The HTTP timeout above bounds a
+        # stalled server; a model may also be silent for minutes before its first token.
+        stream_chunk_timeout=None,
         **clients,
     )

@@ -9,12 +9,17 @@ now, never as it was.
 from __future__ import annotations
 
 import asyncio
+import signal
+from collections.abc import AsyncIterator
 from typing import Any
 
+import httpx2
+import pytest
 from langchain_core.messages import AIMessage, BaseMessage, HumanMessage, ToolMessage
 
 from core.context.chat_model import make_chat_model
-from fake_llm import FakeLLM, text
+from fake_llm import FakeLLM, reply, text
+from terminal.interrupts import CtrlC, Interrupted
 
 WHOLE_FILE = "a line a person keeps\n" * 200  # a write call's arguments: the costly form
 
@@ -66,3 +71,67 @@ def test_a_message_made_anew_is_sent_as_it_is_now() -> None:
     assert '"content": "edited\\n"' in bodies[1][1]["tool_calls"][0]["function"]["arguments"]
     assert bodies[1][2]["content"] == "shortened"
     assert bodies[1][3:] == bodies[0][3:]  # the untouched messages, the same as before
+
+
+class CtrlCAsTheFirstWordsArrive(httpx2.AsyncBaseTransport):
+    """The transport openai's client uses (httpx2's) to the stand-in, with Ctrl-C pressed (a
+    real SIGINT, to the session's handler) while the bytes of the reply's first words are
+    being read: the moment a person presses it while the model streams, in the one place a
+    test can put it. It keeps what was read after that."""
+
+    def __init__(self, llm: FakeLLM, words: bytes) -> None:
+        self.llm = llm
+        self.words = words
+        self.inner = httpx2.AsyncHTTPTransport()
+        self.pressed = False
+        self.read_after: list[bytes] = []
+
+    async def handle_async_request(self, request: httpx2.Request) -> httpx2.Response:
+        response = await self.inner.handle_async_request(request)
+        return httpx2.Response(
+            response.status_code,
+            headers=response.headers,
+            stream=_Watched(self, response.stream),
+            extensions=response.extensions,
+        )
+
+    async def aclose(self) -> None:
+        await self.inner.aclose()
+
+
+class _Watched(httpx2.AsyncByteStream):
+    def __init__(self, owner: CtrlCAsTheFirstWordsArrive, stream: Any) -> None:
+        self.owner = owner
+        self.stream = stream
+
+    async def __aiter__(self) -> AsyncIterator[bytes]:
+        async for part in self.stream:
+            if self.owner.pressed:
+                self.owner.read_after.append(part)
+            elif self.owner.words in part:
+                self.owner.pressed = True
+                signal.raise_signal(signal.SIGINT)
+                self.owner.llm.release()  # the server goes on with the rest, as one does
+            yield part
+
+    async def aclose(self) -> None:
+        await self.stream.aclose()
+
+
+def test_ctrl_c_while_a_chunk_is_read_stops_the_reply_there() -> None:
+    # Python 3.11's asyncio.wait_for swallowed such a Ctrl-C (ChatOpenAI waited for each
+    # chunk through it): the run read the whole reply, the server generating all along.
+    answer = reply("First words, then the rest of a long answer.", hold=True)
+    with FakeLLM([answer]) as llm:
+        transport = CtrlCAsTheFirstWordsArrive(llm, b"First words")
+        chat = make_chat_model(llm.base_url, "fake-model", transport=transport)
+
+        async def ask() -> None:
+            ctrl_c = CtrlC()
+            with ctrl_c.installed(), pytest.raises(Interrupted):
+                await ctrl_c.cancellable(chat.ainvoke([HumanMessage("go on")]))
+
+        asyncio.run(ask())
+
+    assert transport.pressed
+    assert transport.read_after == []  # not one more byte of the reply once Ctrl-C was pressed

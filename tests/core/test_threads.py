@@ -170,13 +170,14 @@ def test_ctrl_c_while_the_model_streams_leaves_the_thread_ready(workspace: Works
     (workspace.root / "a.txt").write_text("alpha\n")
     script = [
         reply(tool_calls=[tool_call("read_file", {"path": "a.txt"}, id="call_r")]),
-        reply("a long answer that never ends " * 3, delay=5.0),
+        # Its first words, then nothing until released: the model is still generating.
+        reply("a long answer that never ends " * 3, hold=True),
         text("Second answer."),
     ]
     with FakeLLM(script, auto_route="filesystem") as llm:
         agent = workspace.start(llm.base_url)
         agent.send("read a.txt")
-        wait_until(lambda: len(llm.requests_with_tools()) == 2)  # the slow answer has begun
+        wait_until(llm.holding.is_set)  # the answer is streaming: its first words are sent
         agent.interrupt()
         agent.wait_for("⨯ interrupted")
         agent.send("and now?")
