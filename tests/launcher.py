@@ -77,7 +77,25 @@ PRELOADED = (
     "ormsgpack",
     "rich.console",
     "prompt_toolkit",
-    # The MCP server's (tests/server_stub.py): mcp_servers.filesystem's libraries.
+    # What the libraries import late, on a session's first use: each launch paid these again
+    # (~0.1 CPU s a session, a sixth of it), the first model request most (openai builds its
+    # chat resources' pydantic models on the client's first `.chat`).
+    "openai.resources.chat.completions.completions",
+    "openai.lib.streaming.chat",
+    "httpcore",
+    "httpcore2",
+    "h11",
+    "jiter",
+    "truststore",
+    "tomllib",
+    "langchain_core.tracers.context",
+    "langchain_core.tracers.stdout",
+    "langchain_core.tracers.run_collector",
+    "langchain_core.messages.block_translators.langchain_v0",
+    # The MCP server's (tests/server_stub.py): mcp_servers.filesystem's libraries. Not
+    # anyio's backend, which anyio imports only when it runs: the server imports it itself
+    # before its kernel sandbox closes the files (mcp_servers/preload.py), and a forked server
+    # that found it imported already would no longer test that it does.
     "mcp.types",
     "mcp.server.fastmcp",
     "mcp.server.fastmcp.exceptions",
@@ -85,6 +103,9 @@ PRELOADED = (
     "anyio",
     "anyio.from_thread",
     "anyio.lowlevel",
+    "re2",
+    "rich.logging",
+    "ctypes",
 )
 
 
