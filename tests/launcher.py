@@ -31,6 +31,7 @@ from __future__ import annotations
 import atexit
 import contextlib
 import fcntl
+import gc
 import io
 import json
 import os
@@ -83,7 +84,25 @@ PRELOADED = (
     "fastapi.staticfiles",
     "starlette.middleware.cors",
     "uvicorn",
-    # The MCP server's (tests/server_stub.py): mcp_servers.filesystem's libraries.
+    # What the libraries import late, on a session's first use: each launch paid these again
+    # (~0.1 CPU s a session, a sixth of it), the first model request most (openai builds its
+    # chat resources' pydantic models on the client's first `.chat`).
+    "openai.resources.chat.completions.completions",
+    "openai.lib.streaming.chat",
+    "httpcore",
+    "httpcore2",
+    "h11",
+    "jiter",
+    "truststore",
+    "tomllib",
+    "langchain_core.tracers.context",
+    "langchain_core.tracers.stdout",
+    "langchain_core.tracers.run_collector",
+    "langchain_core.messages.block_translators.langchain_v0",
+    # The MCP server's (tests/server_stub.py): mcp_servers.filesystem's libraries. Not
+    # anyio's backend, which anyio imports only when it runs: the server imports it itself
+    # before its kernel sandbox closes the files (mcp_servers/preload.py), and a forked server
+    # that found it imported already would no longer test that it does.
     "mcp.types",
     "mcp.server.fastmcp",
     "mcp.server.fastmcp.exceptions",
@@ -91,6 +110,9 @@ PRELOADED = (
     "anyio",
     "anyio.from_thread",
     "anyio.lowlevel",
+    "re2",
+    "rich.logging",
+    "ctypes",
 )
 
 
@@ -101,6 +123,12 @@ def serve(path: str) -> None:
     """Import the libraries, then launch a process for every request on `path`."""
     for module in PRELOADED:
         __import__(module)
+    # What the imports made is kept out of every collection in the launches: each is a fork
+    # that would otherwise walk the whole preloaded heap at its first full collection (and
+    # copy every page it touches), 0.3-1.2 s of a server's stop under load where one fell
+    # just before its exit. As gc.freeze's documentation advises before a fork without exec.
+    gc.collect()
+    gc.freeze()
     if threading.active_count() != 1:
         raise SystemExit(f"launcher: an import started a thread ({threading.enumerate()})")
     listener = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
