@@ -61,7 +61,7 @@ from mcp_servers.tool_names import (
     RECOVERY_CAPABILITY,
     WRITE_TOOL_NAMES,
 )
-from mcp_servers.tool_runner import DEFAULT_CALL_TIMEOUT, ToolRunner
+from mcp_servers.tool_runner import DEFAULT_CALL_TIMEOUT, WORKING, ToolRunner
 from mcp_servers.writing import WriteTools
 
 # The tools live by job: reading.py (listings, trees, reads, info, diffs), searching.py
@@ -322,14 +322,15 @@ def exit_without_teardown(code: int) -> NoReturn:
     interpreter does first is kept: a call still running on a worker thread (anyio's are
     not daemons) is waited for, so a write is never cut by the server's own exit; the log
     and the standard streams are flushed."""
-    current = threading.current_thread()
-    working = [t for t in threading.enumerate() if t is not current and not t.daemon]
-    if working:
+    if WORKING.count:
         # Why a server whose client left has not ended yet (and the tests' sign that the
-        # session is over while a call still works).
-        logger.info("the session is over; waiting for %d thread(s) still working", len(working))
-    for thread in working:
-        thread.join()
+        # session is over while a call still works). Counted by the calls themselves: an
+        # idle worker of anyio's, ending with the loop, is no call to wait for.
+        logger.info("the session is over; waiting for %d call(s) still working", WORKING.count)
+    current = threading.current_thread()
+    for thread in threading.enumerate():
+        if thread is not current and not thread.daemon:
+            thread.join()
     logging.shutdown()
     for stream in (sys.stdout, sys.stderr):
         with contextlib.suppress(OSError, ValueError):  # a client gone: nothing to tell

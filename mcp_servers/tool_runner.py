@@ -55,6 +55,23 @@ GRACE_SECONDS = 2.0  # how long after its deadline a call gets to stop itself
 MAX_RUNNING = 4  # tool calls running at once; more wait their turn (memory stays bounded)
 
 
+class Working:
+    """How many calls' work is running on a worker thread now, in this process: the server's
+    exit waits for their threads (filesystem.py) and says so when there are any; anyio's own
+    idle workers, which end with the loop, are not calls."""
+
+    def __init__(self) -> None:
+        self.count = 0
+        self.lock = threading.Lock()
+
+    def change(self, by: int) -> None:
+        with self.lock:
+            self.count += by
+
+
+WORKING = Working()
+
+
 @dataclass
 class Slot:
     """One call's hold on a slot: given back when its thread returns, or by the loop when its
@@ -179,9 +196,11 @@ class ToolRunner:
             if not slot.begin():  # the loop answered the call and gave the slot back
                 logger.info("tool %s was not started: its call ended first", name)
                 raise CallStopped(f"cancelled: {name} was stopped before it started")
+            WORKING.change(+1)
             try:
                 return budget.run(work, arguments)
             finally:
+                WORKING.change(-1)
                 # A test can hold the thread here, before its hand-off, and let it go with the
                 # loop not running, as after a disconnect (race_hook.py); unset, nothing.
                 with race_hook.held_before_release(name):

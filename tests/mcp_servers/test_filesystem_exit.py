@@ -40,8 +40,8 @@ def test_an_abandoned_act_still_working_when_the_client_leaves_is_finished_first
         assert is_error and "abandoned" in text
         assert server.process.stdin is not None
         server.process.stdin.close()  # the client leaves; the call's thread is still held
-        # The loop has ended (anyio may still have an idle worker of its own ending too).
-        log.until(r"the session is over; waiting for \d+ thread")
+        # The loop has ended, and the server says it waits for the one call still working.
+        log.until(r"the session is over; waiting for 1 call\(s\) still working")
         pauses.go()
         threading.Thread(target=pauses.answer_all, daemon=True).start()
         assert server.process.wait(timeout=NEVER_PAUSED_SECONDS) == 0
