@@ -5,7 +5,7 @@ PY := $(VENV)/bin/python
 STAMP := $(VENV)/.installed
 TEST_STAMP := $(VENV)/.installed-test
 # The core, the store, the graph and the front-ends, strictly ([tool.mypy] in pyproject.toml).
-MYPY := $(VENV)/bin/mypy --strict core store agent_graph.py display.py agent.py cli web terminal
+MYPY := $(VENV)/bin/mypy --strict core store agent_graph.py display.py agent.py cli web terminal mcp_servers
 # Every fsagent and server process a test starts imports our modules. Where
 # PYTHONDONTWRITEBYTECODE is set (as on this project's machines) each would compile them again,
 # about a third of a second a launch; compiled once here, they are read.

@@ -69,7 +69,8 @@ class CappedLines:
 
 def capped_json_lines(lines: list[str], room: int) -> tuple[list[str], int]:
     """As many of `lines` as fit in `room` bytes once in a JSON list; and how many did not."""
-    kept, used = [], 0
+    kept: list[str] = []
+    used = 0
     for number, line in enumerate(lines):
         size = utf8_len(json.dumps(line, ensure_ascii=False)) + 8  # indent, comma, newline
         if used + size > room:

@@ -35,10 +35,15 @@ class DiffTooLarge(Exception):
         )
 
 
-class BudgetedMatcher(difflib.SequenceMatcher):
-    def find_longest_match(self, *args: int) -> difflib.Match:
+class BudgetedMatcher(difflib.SequenceMatcher[str]):
+    """A matcher that checks the call's budget at each of its searches (a diff of many
+    lines can search long)."""
+
+    def find_longest_match(
+        self, alo: int = 0, ahi: int | None = None, blo: int = 0, bhi: int | None = None
+    ) -> difflib.Match:
         check_budget()
-        return super().find_longest_match(*args)
+        return super().find_longest_match(alo, ahi, blo, bhi)
 
 
 def shared_start(a: str, b: str) -> int:

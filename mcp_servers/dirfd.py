@@ -14,7 +14,7 @@ import errno
 import os
 import re
 import secrets
-from collections.abc import Iterator
+from collections.abc import Generator, Iterator
 from contextlib import contextmanager, suppress
 from dataclasses import dataclass
 from pathlib import Path
@@ -153,7 +153,7 @@ def remove_quietly(folder: int, name: str) -> None:
         os.unlink(name, dir_fd=folder)
 
 
-def scan_names(folder: int) -> Iterator[os.DirEntry[str]]:
+def scan_names(folder: int) -> Generator[os.DirEntry[str], None, None]:
     """Entries of a listable folder, streamed (a folder may hold millions)."""
     with os.scandir(folder) as items:
         yield from items

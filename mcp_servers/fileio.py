@@ -119,7 +119,8 @@ def read_whole(fd: int, shown: str, job: str, limit: int = EDIT_LIMIT) -> bytes:
     size = os.fstat(fd).st_size
     if size > limit:
         raise too_large(shown, size, job)
-    parts, total = [], 0
+    parts: list[bytes] = []
+    total = 0
     offset = 0
     while True:
         check_budget()

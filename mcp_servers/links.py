@@ -47,7 +47,7 @@ def resolve_after_move(path: str, source: Path, destination: Path) -> Path | Non
             found = os.lstat(on_disk) if on_disk is not None else None
         except OSError:
             found = None
-        if found is None:  # missing: the rest is taken as it is written
+        if on_disk is None or found is None:  # missing: the rest is taken as it is written
             return Path(os.path.normpath(following.joinpath(*pending)))
         if not stat.S_ISLNK(found.st_mode):
             current = following

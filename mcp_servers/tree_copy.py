@@ -27,7 +27,7 @@ import errno
 import os
 import posixpath
 import stat
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Generator
 from contextlib import suppress
 from dataclasses import dataclass, field
 
@@ -103,7 +103,7 @@ class Policy:
         raise error
 
 
-def listing(folder: int) -> Iterator[os.DirEntry[str]]:
+def listing(folder: int) -> Generator[os.DirEntry[str], None, None]:
     """The entries of a listable folder: up to SORTED_UP_TO of them read whole, its listing
     closed (so a walk holds one descriptor per level of the source, not two: a deep tree
     runs out of them later) and sorted by name; a larger folder is streamed as it comes."""
@@ -130,7 +130,7 @@ def copy_tree(source: int, folder: int, name: str, policy: Policy, progress: Cop
     `folder` (made by the caller, mode 0o700), entry by entry as `policy` says."""
     top = os.open(name, LIST_FLAGS, dir_fd=folder)
     policy.top = top
-    stack: list[tuple[int, Iterator[os.DirEntry[str]], int, Parts]] = []
+    stack: list[tuple[int, Generator[os.DirEntry[str], None, None], int, Parts]] = []
     try:
         first = os.dup(source)
         try:

@@ -13,7 +13,7 @@ import errno
 import fnmatch
 import logging
 import os
-from collections.abc import Iterator
+from collections.abc import Generator, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Literal
@@ -103,7 +103,7 @@ class Walker:
 
     def entries(
         self, folder: int, path: str, prefix: str = "", unreadable: Unreadable | None = None
-    ) -> Iterator[Entry]:
+    ) -> Generator[Entry, None, None]:
         """The entries of a listable folder, sorted by name unless there are very many."""
         check_budget()
         first: list[Entry] = []
