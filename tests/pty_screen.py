@@ -42,6 +42,7 @@ import pyte
 from launcher import AGENT, LAUNCHER, SHELL_DEFAULTS, Launched, agents_execd
 
 ROWS, COLUMNS = 40, 120
+HANG_GUARD = 120  # seconds: see PtyScreen.wait_for
 # core/tools/server_process.py: the forked agent's MCP server is forked by the launcher too.
 SERVER_LAUNCHER_ENV = "FSAGENT_TEST_SERVER_LAUNCHER"
 ENTER = "\r"  # what a terminal sends for the Enter key
@@ -183,7 +184,10 @@ class PtyScreen:
         with self._lock:
             return "\n".join(line.rstrip() for line in self._screen.display)
 
-    def wait_for(self, text: str, after: int = 0, timeout: float = 30) -> int:
+    # The deadlines are hang guards, never what a test waits on (as Agent.wait_for's in
+    # conftest.py): at a load of 10-16 on 2 cores an exec'd fsagent's start, or a `threads rm`
+    # started on the terminal, took more than 30 s to draw its question.
+    def wait_for(self, text: str, after: int = 0, timeout: float = HANG_GUARD) -> int:
         """Where `text` appears in `screen_text()` after position `after`; the end of it."""
         deadline = time.monotonic() + timeout
         while (found := self.screen_text().find(text, after)) < 0:
@@ -194,7 +198,7 @@ class PtyScreen:
             time.sleep(0.02)
         return found + len(text)
 
-    def wait_until(self, check: Callable[[], bool], what: str, timeout: float = 30) -> None:
+    def wait_until(self, check: Callable[[], bool], what: str, timeout: float = HANG_GUARD) -> None:
         deadline = time.monotonic() + timeout
         while not check():
             if time.monotonic() > deadline:
@@ -207,7 +211,7 @@ class PtyScreen:
     def enter(self, line: str) -> None:
         self.type(line + ENTER)
 
-    def close(self, timeout: float = 30) -> int:
+    def close(self, timeout: float = HANG_GUARD) -> int:
         try:
             return self.process.wait(timeout=timeout)
         finally:
