@@ -36,7 +36,7 @@ from core.changes.preview import cut, new_file_lines
 from core.changes.server_reads import ReadError, Tools, ask, file_sha, info
 from core.changes.undo_capture import Budget, fingerprint, sha256_text, shown
 from core.errors import ThreadError
-from core.text import NOTE_MARK
+from core.text import NOTE_MARK, counted
 from core.threads.audit import now
 from core.threads.ledger import run_write_once
 from core.threads.messages import content_text
@@ -340,8 +340,8 @@ def steps_delete(record: UndoRecord, result: dict[str, Any], force: bool) -> lis
         return []
     files, folders = before["files"], before["folders"]
     what = (
-        f"folder {shown(path, root)}/ again, with its {len(files):,} files in "
-        f"{len(folders):,} folders"
+        f"folder {shown(path, root)}/ again, with its {counted(len(files), 'file')} in "
+        f"{counted(len(folders), 'folder')}"
     )
     steps = [Step("make_dir", {"path": path}, {path: ABSENT}, "make", what)]
     # What is inside is checked by the folder's own check: it was absent.

@@ -22,6 +22,12 @@ def cut_to_bytes(text: str, limit: int) -> str:
     return data[:limit].decode("utf-8", errors="ignore")
 
 
+def plural(count: int, word: str) -> str:
+    """`1 file`, `2 files`, `1,024 files`: a count and its noun, the plural right (the agent
+    has its own, core/text.py; the server imports nothing of the agent's)."""
+    return f"{count:,} {word}" if count == 1 else f"{count:,} {word}s"
+
+
 def more_marker(hidden: int) -> str:
     return f"(+{hidden:,} more)"
 

@@ -35,6 +35,7 @@ from typing import Any
 
 from mcp.server.fastmcp.exceptions import ToolError
 
+from mcp_servers.answers import plural
 from mcp_servers.budget import check_budget
 from mcp_servers.capture import now_at, same
 from mcp_servers.dirfd import LIST_FLAGS, PATH_FLAGS, is_ours
@@ -293,5 +294,5 @@ def describe(state: dict[str, Any]) -> str:
     if "link" in state:
         return f"symlink to '{state['link']}'"
     if "files" in state:
-        return f"{kind} with {state['files']:,} files, {state['bytes']:,} bytes"
+        return f"{kind} with {plural(state['files'], 'file')}, {plural(state['bytes'], 'byte')}"
     return kind

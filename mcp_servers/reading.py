@@ -23,6 +23,7 @@ from mcp_servers.answers import (
     CappedLines,
     cut_to_bytes,
     more_marker,
+    plural,
     to_json,
     utf8_len,
 )
@@ -97,8 +98,12 @@ class ReadTools(ToolBase):
             first = heapq.nsmallest(MAX_LISTED + 1, sized(self.visible(fd, str(folder.real))))
         lines = CappedLines(max_lines=MAX_LISTED)
         for _, _, entry, size in first:
-            lines.add(self.entry_line(entry) + ("" if entry.is_dir else f"  {size:,} bytes"))
-        summary = f"Total: {files:,} files, {folders:,} folders, {total:,} bytes"
+            shown_size = "" if entry.is_dir else f"  {plural(size, 'byte')}"
+            lines.add(self.entry_line(entry) + shown_size)
+        summary = (
+            f"Total: {plural(files, 'file')}, {plural(folders, 'folder')}, "
+            f"{plural(total, 'byte')}"
+        )
         if not lines.lines:
             return f"{show_given(path)} is empty\n{summary}"
         hidden = files + folders - len(lines.lines)

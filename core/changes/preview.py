@@ -171,8 +171,8 @@ async def preview_delete(args: dict[str, Any], tools: Tools) -> list[str]:
     files, folders, size, complete = await count_folder(tools, path)
     at_least = "" if complete else "at least "
     lines = [
-        f"deletes folder {found['path']}/ with {at_least}{files:,} files "
-        f"in {folders:,} folders, {size:,} bytes"
+        f"deletes folder {found['path']}/ with {at_least}{counted(files, 'file')} "
+        f"in {counted(folders, 'folder')}, {counted(size, 'byte')}"
     ]
     if files + folders and not args.get("recursive"):
         lines.append("recursive is false: the call will fail because the folder is not empty")
@@ -250,8 +250,9 @@ def what_is(entry: dict[str, Any]) -> str:
         return f"the symlink {path} (-> {state.get('link')}; the link, not its target)"
     if kind == "folder":
         return (
-            f"folder {path}/ with {state.get('files', 0):,} files in "
-            f"{state.get('folders', 0):,} folders, {state.get('bytes', 0):,} bytes"
+            f"folder {path}/ with {counted(state.get('files', 0), 'file')} in "
+            f"{counted(state.get('folders', 0), 'folder')}, "
+            f"{counted(state.get('bytes', 0), 'byte')}"
         )
     if kind == "file":
         return f"file {path} ({state.get('size', 0):,} bytes)"

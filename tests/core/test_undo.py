@@ -103,7 +103,7 @@ def test_undo_takes_back_a_turn_of_every_write_tool(workspace: Workspace):
     assert "    restores notes.md to its content before patch_file:" in out
     assert "    -gamma\n    +beta" in out
     assert "    moves archive/2024/drafts back to drafts" in out
-    assert "    makes folder old/ again, with its 2 files in 1 folders" in out
+    assert "    makes folder old/ again, with its 2 files in 1 folder" in out
     assert "    removes folder new/deep/ (write_file created it) if it is empty" in out
     assert "  undo these changes? [y/n] y" in out
     # The steps as they run name paths as the plan does: relative to the root.

@@ -40,6 +40,6 @@ def test_a_folder_whose_contents_changed_since_its_preview_is_not_moved(tmp_path
         result = server.call("move", source="docs", destination="archive", expect=expect)
     assert result.is_error and "\n" not in result.text
     assert result.text.startswith("precondition failed: 'docs' changed since it was previewed")
-    assert "with 1 files" in result.text and "now folder with 2 files" in result.text
+    assert "with 1 file," in result.text and "now folder with 2 files" in result.text
     assert sorted(path.name for path in (tmp_path / "docs").iterdir()) == ["a.md", "b.md"]
     assert not (tmp_path / "archive").exists()

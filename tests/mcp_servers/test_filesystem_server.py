@@ -73,10 +73,10 @@ def test_list_directory_with_sizes_sorts_by_size(server: FilesystemServer, work:
     text = server.ok("list_directory_with_sizes", path=work.name, sort_by="size")
     lines = text.splitlines()
     assert lines[0] == "[FILE] big  2,000 bytes"
-    assert lines[1] == "[FILE] small  1 bytes"
-    assert lines[-1] == "Total: 2 files, 1 folders, 2,001 bytes"
+    assert lines[1] == "[FILE] small  1 byte"
+    assert lines[-1] == "Total: 2 files, 1 folder, 2,001 bytes"
     by_name = server.ok("list_directory_with_sizes", path=work.name).splitlines()
-    assert by_name[:3] == ["[FILE] big  2,000 bytes", "[DIR] dir", "[FILE] small  1 bytes"]
+    assert by_name[:3] == ["[FILE] big  2,000 bytes", "[DIR] dir", "[FILE] small  1 byte"]
 
 
 def test_list_directory_with_sizes_rejects_unknown_sort(server: FilesystemServer, work) -> None:

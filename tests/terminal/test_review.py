@@ -218,7 +218,7 @@ def test_a_folder_delete_shows_what_would_go_and_cannot_be_edited(workspace: Wor
         result = workspace.run(llm.base_url, "remove old\ne\n")
 
     assert result.returncode == 3  # `e` is not offered for delete, so it is not an answer
-    assert "    deletes folder old/ with 3 files in 1 folders, 6 bytes" in result.stdout
+    assert "    deletes folder old/ with 3 files in 1 folder, 6 bytes" in result.stdout
     assert "  delete? [y/n/a/r/?] e" in result.stdout
     assert "delete can only be answered y, n, a, r" in result.stderr
     assert (old / "sub" / "c.txt").exists()
