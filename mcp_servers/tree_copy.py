@@ -5,11 +5,11 @@ both copy a tree into a folder of ours under a temp name; they differ in what th
 each entry, which is their policy here:
 
 - a move carries everything as it is (`Carrying`): every folder and file with its owner,
-  mode and extended attributes, every link with its own text, the names of a file hard-linked
-  inside the tree as links to one copy (as `mv` across filesystems keeps them, copying like
-  `cp -a`), each file and folder made durable before the original goes; what it cannot carry
-  (a FIFO, socket or device, a name of the server's own) was refused before the copy began
-  (moving_across.py), so meeting one on the way stops it;
+  mode, extended attributes and times, every link with its own text and times, the names of
+  a file hard-linked inside the tree as links to one copy (as `mv` across filesystems keeps
+  them, copying like `cp -a`), each file and folder made durable before the original goes;
+  what it cannot carry (a FIFO, socket or device, a name of the server's own) was refused
+  before the copy began (moving_across.py), so meeting one on the way stops it;
 - a copy (`Copying`) makes new files: the source's permission bits less the umask, never an
   owner, set-id bits or attributes, and no link (it never makes one); links, special files
   and entries under the server's own names are skipped and listed, and folders it cannot
@@ -183,6 +183,11 @@ def copy_tree(source: int, folder: int, name: str, policy: Policy, progress: Cop
         policy.top = -1
 
 
+def times_of(found: os.stat_result) -> tuple[int, int]:
+    """The access and modification times a moved entry keeps, as `mv` keeps them."""
+    return found.st_atime_ns, found.st_mtime_ns
+
+
 class Carrying(Policy):
     """A move's: everything as it is, hard links inside the tree kept, all made durable."""
 
@@ -203,6 +208,7 @@ class Carrying(Policy):
                 size, _ = copy_sparse(reader, writer)
                 take_over(writer, found)
                 give_attributes(writer, attributes_of(folder, name), shown)
+                os.utime(writer, ns=times_of(found))
                 os.fsync(writer)
                 if found.st_nlink > 1:  # its other names, met later, are linked to this copy
                     key = (found.st_dev, found.st_ino)
@@ -242,8 +248,11 @@ class Carrying(Policy):
 
     def folder(self, source: int, copy: int, parts: Parts) -> None:
         try:
-            take_over(copy, os.fstat(source))
+            found = os.fstat(source)
+            take_over(copy, found)
             give_attributes(copy, attributes_of(source, "."), self.path(parts))
+            # Last: every entry made in it changed its modification time.
+            os.utime(copy, ns=times_of(found))
             os.fsync(copy)
         finally:
             os.close(copy)
@@ -253,6 +262,7 @@ class Carrying(Policy):
         os.symlink(os.readlink(item.name, dir_fd=folder), item.name, dir_fd=into)
         with suppress(PermissionError):  # not root: the link is ours, as a file's
             os.chown(item.name, found.st_uid, found.st_gid, dir_fd=into, follow_symlinks=False)
+        os.utime(item.name, ns=times_of(found), dir_fd=into, follow_symlinks=False)
 
     def other(self, item: os.DirEntry[str], parts: Parts) -> None:
         raise CannotCarry(parts, item.stat(follow_symlinks=False).st_mode)

@@ -5,7 +5,7 @@ test-only step hook (FSAGENT_TEST_STEP_PAUSE, mcp_servers/race_hook.py): after e
 durable and before the rename it announces, after a checked delete is committed, once a file
 being written is full or a folder copy's tree is built (in the destination's staging folder,
 mcp_servers/staging.py, for a destination below the root), and after each temp name is gone and
-before its record is closed: 105 kill points over the 21 acts below (outside the portable
+before its record is closed: 107 kill points over the 21 acts below (outside the portable
 pass). A first run of each act counts its steps; then one run per step kills the server there
 and a new server starts on the same root. After each: the tree is exactly as before the act or
 exactly as after it (every entry old or new under its own name, nothing under a temp name), and

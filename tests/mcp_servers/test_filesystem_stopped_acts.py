@@ -359,6 +359,32 @@ def test_a_folder_moved_to_another_filesystem_arrives_whole_and_leaves_nothing_b
 
 
 @pytest.mark.skipif(os.geteuid() != 0, reason="mounting a tmpfs needs root")
+def test_a_folder_moved_to_another_filesystem_keeps_its_times(
+    tmp_path: Path, small_disk: Path
+) -> None:
+    """As `mv` keeps it: each file's, link's and folder's modification time, the folder moved
+    included (set a day apart from one another, in the past). Access times are carried as the
+    move finds them, after its own reads (relatime updates them), so they are not compared."""
+    root = tmp_path / "root"
+    root.mkdir()
+    folder_tree(root)
+    day = 86_400 * 10**9
+    paths = sorted((root / "d").rglob("*"), key=lambda path: -len(path.parts)) + [root / "d"]
+    for number, path in enumerate(paths):  # the deepest first: a folder's own times last
+        then = 1_600_000_000 * 10**9 + number * day
+        os.utime(path, ns=(then + 7, then), follow_symlinks=False)
+    before = {str(p.relative_to(root)): times(p) for p in paths}
+    with FilesystemServer([root, small_disk]) as server:
+        server.ok("move", source="d", destination=str(small_disk / "d"))
+    moved = [small_disk / path.relative_to(root) for path in paths]
+    assert {str(p.relative_to(small_disk)): times(p) for p in moved} == before
+
+
+def times(path: Path) -> int:
+    return path.lstat().st_mtime_ns
+
+
+@pytest.mark.skipif(os.geteuid() != 0, reason="mounting a tmpfs needs root")
 def test_a_folder_holding_a_fifo_is_refused_before_anything_moves(
     tmp_path: Path, small_disk: Path, own_xdg_folders: Path
 ) -> None:
